@@ -1,0 +1,3 @@
+"""Nexus: a durable, horizontally scalable agent broker."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,95 @@
+"""Engine construction for Postgres and SQLite, deferred until first use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from nexus.ids import Clock, now_ms
+
+if TYPE_CHECKING:
+    from nexus.db.unit_of_work import UnitOfWork
+
+
+def normalize_database_url(url: str) -> str:
+    """Accept the common spellings of a Postgres URL and pin the psycopg2 driver."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg2://" + url[len(prefix) :]
+    return url
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN and never takes the write lock up
+    # front; two writers can then deadlock on lock upgrade. We switch it off and begin every
+    # transaction IMMEDIATE, so writers queue on busy_timeout instead (SQLAlchemy's recipe).
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def build_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Engine:
+    """An engine for `url` with the settings Nexus relies on for each dialect."""
+    url = normalize_database_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(
+        url,
+        pool_pre_ping=True,  # a restarted Postgres must not hand out dead connections
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+    )
+
+
+class Database:
+    """Holds one engine per process, built on first use and rebuilt after a fork."""
+
+    def __init__(
+        self, url: str, *, clock: Clock = now_ms, pool_size: int = 5, max_overflow: int = 10
+    ) -> None:
+        self.url = normalize_database_url(url)
+        self.clock = clock
+        self._pool_size = pool_size
+        self._max_overflow = max_overflow
+        self._engine: Engine | None = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = build_engine(
+                self.url, pool_size=self._pool_size, max_overflow=self._max_overflow
+            )
+        return self._engine
+
+    @property
+    def dialect(self) -> str:
+        return make_url(self.url).get_backend_name()
+
+    def unit_of_work(self) -> UnitOfWork:
+        from nexus.db.unit_of_work import UnitOfWork
+
+        return UnitOfWork(self)
+
+    def dispose(self) -> None:
+        """Drop pooled connections; a forked child must not reuse its parent's sockets."""
+        if self._engine is not None:
+            self._engine.dispose(close=False)
+            self._engine = None

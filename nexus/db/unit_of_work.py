@@ -1,0 +1,90 @@
+"""A unit of work: one transaction, the ledger bound to it, and after-commit callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import structlog
+from sqlalchemy import Connection, RootTransaction
+
+from nexus.ledger.repository import Ledger
+
+if TYPE_CHECKING:
+    from nexus.db.engine import Database
+
+log = structlog.get_logger(__name__)
+
+
+class UnitOfWork:
+    """Entry points open one, call the core, and commit; leaving without commit rolls back.
+
+    Callbacks registered with `after_commit` run only once the transaction is durable. That
+    is where doorbells are rung: a task must never be published for a row that may still
+    roll back (DESIGN §1 rule 2).
+    """
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._connection: Connection | None = None
+        self._transaction: RootTransaction | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self._ledger: Ledger | None = None
+
+    def __enter__(self) -> UnitOfWork:
+        self._connection = self._database.engine.connect()
+        self._transaction = self._connection.begin()
+        self._ledger = Ledger(self._connection, clock=self._database.clock)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._transaction is not None and self._transaction.is_active:
+                self._transaction.rollback()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+            self._connection = None
+            self._transaction = None
+            self._ledger = None
+            self._callbacks.clear()
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            raise RuntimeError("the unit of work is not open: use it in a `with` block")
+        return self._ledger
+
+    @property
+    def connection(self) -> Connection:
+        if self._connection is None:
+            raise RuntimeError("the unit of work is not open: use it in a `with` block")
+        return self._connection
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once this transaction has committed (never if it rolls back)."""
+        self._callbacks.append(callback)
+
+    def commit(self) -> None:
+        if self._transaction is None:
+            raise RuntimeError("the unit of work is not open: use it in a `with` block")
+        self._transaction.commit()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                # The commit stands. A lost doorbell is re-rung by the relay from the
+                # database, so a failing callback is logged, never raised into the caller.
+                log.exception("after_commit_callback_failed", callback=repr(callback))
+
+    def rollback(self) -> None:
+        if self._transaction is not None and self._transaction.is_active:
+            self._transaction.rollback()
+        self._callbacks.clear()

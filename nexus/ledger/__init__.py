@@ -1,0 +1,1 @@
+"""The append-only ledger: models, records and the repository that holds all SQL."""

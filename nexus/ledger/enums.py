@@ -1,0 +1,135 @@
+"""Closed vocabularies of the ledger; stored as text and guarded by CHECK constraints."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TurnStatus(StrEnum):
+    PENDING = "pending"
+    STREAMING = "streaming"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    SUPERSEDED = "superseded"
+
+
+# Turns with these statuses form a session's chain and may become its head. Failed and
+# superseded attempts are kept for audit but stay off the chain, so they never fork it.
+CHAIN_STATUSES: tuple[TurnStatus, ...] = (TurnStatus.COMPLETED, TurnStatus.ABORTED)
+OFF_CHAIN_STATUSES: tuple[TurnStatus, ...] = (TurnStatus.FAILED, TurnStatus.SUPERSEDED)
+
+
+class TurnType(StrEnum):
+    NORMAL = "normal"
+    COMPACTION = "compaction"
+
+
+class SessionOrigin(StrEnum):
+    USER = "user"
+    SYSTEM = "system"
+    SUBAGENT = "subagent"
+    FORK = "fork"
+
+
+class SessionStatus(StrEnum):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    DELETED = "deleted"
+
+
+class MessageRole(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+
+
+class MessageSource(StrEnum):
+    HUMAN = "human"
+    TRIGGER = "trigger"
+    AGENT = "agent"
+    WEBHOOK = "webhook"
+    CRON = "cron"
+    EVENT = "event"
+
+
+class ToolCallStatus(StrEnum):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class QueueMode(StrEnum):
+    INTERRUPT = "interrupt"
+    STEER = "steer"
+    STEER_BACKLOG = "steer-backlog"
+    FOLLOWUP = "followup"
+    COLLECT = "collect"
+    QUEUE = "queue"
+
+
+class QueueStatus(StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    DONE = "done"
+    DROPPED = "dropped"
+    DEAD = "dead"
+
+
+OPEN_QUEUE_STATUSES: tuple[QueueStatus, ...] = (QueueStatus.QUEUED, QueueStatus.CLAIMED)
+
+
+class Disposition(StrEnum):
+    """What finally became of an input: exactly one per queue item (DESIGN §1 rule 6)."""
+
+    CONSUMED = "consumed"
+    BATCHED = "batched"
+    INJECTED = "injected"
+    DROPPED = "dropped"
+    CANCELLED = "cancelled"
+    DENIED = "denied"
+    DEAD_LETTERED = "dead_lettered"
+
+
+class EventStatus(StrEnum):
+    RECEIVED = "received"
+    PROCESSED = "processed"
+
+
+class EventDirection(StrEnum):
+    INBOUND = "inbound"
+    OUTBOUND = "outbound"
+
+
+class CompactionTrigger(StrEnum):
+    PROACTIVE = "proactive"
+    OVERFLOW = "overflow"
+    MANUAL = "manual"
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    DELIVERED = "delivered"
+    READ = "read"
+    FAILED = "failed"
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class HookMode(StrEnum):
+    PERSISTENT = "persistent"
+    ONE_SHOT = "one-shot"
+
+
+class AgentStatus(StrEnum):
+    ACTIVE = "active"
+    ARCHIVED = "archived"

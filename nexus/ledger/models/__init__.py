@@ -1,0 +1,35 @@
+"""The ledger's tables; their names are part of the public contract (DESIGN §4)."""
+
+from nexus.ledger.models.agents import Agent, AgentCapability, Capability
+from nexus.ledger.models.base import Base
+from nexus.ledger.models.identity import Contact, Entity, Event
+from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
+from nexus.ledger.models.queue import QueueItem
+from nexus.ledger.models.sessions import Session, SessionAlias, SessionHistory
+from nexus.ledger.models.turns import Compaction, Message, Thread, ToolCall, Turn
+
+metadata = Base.metadata
+
+__all__ = [
+    "Agent",
+    "AgentCapability",
+    "Base",
+    "Capability",
+    "Compaction",
+    "Contact",
+    "Delivery",
+    "Entity",
+    "Event",
+    "Hook",
+    "HookInvocation",
+    "Message",
+    "QueueItem",
+    "Session",
+    "SessionAlias",
+    "SessionHistory",
+    "Thread",
+    "TimerState",
+    "ToolCall",
+    "Turn",
+    "metadata",
+]

@@ -1,0 +1,90 @@
+"""Sessions (named pointers to a head turn), their aliases and pointer history."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from nexus.ledger.enums import QueueMode, SessionOrigin, SessionStatus
+from nexus.ledger.models.base import Base, Millis, one_of
+
+
+class Session(Base):
+    """A label whose `thread_id` moves to each new head turn; `epoch` fences stale runs."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (
+        one_of("origin", SessionOrigin),
+        one_of("status", SessionStatus),
+        one_of("queue_mode", QueueMode),
+        Index("ix_sessions_persona_id", "persona_id"),
+        Index("ix_sessions_updated_at", "updated_at"),
+        Index("ix_sessions_parent_session_label", "parent_session_label"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    label: Mapped[str] = mapped_column(String(512), unique=True)
+    persona_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    routing_key: Mapped[str | None] = mapped_column(String(512))
+    # The head turn. The turns table points back at sessions, so this side of the cycle is
+    # added after both tables exist (use_alter) on databases that can ALTER. It is checked at
+    # commit (deferred) so a turn commit can move the pointer first: that one UPDATE is the
+    # compare-and-set, and it takes the row lock before anything else is written.
+    thread_id: Mapped[str | None] = mapped_column(
+        ForeignKey(
+            "turns.id",
+            use_alter=True,
+            name="fk_sessions_thread_id_turns",
+            deferrable=True,
+            initially="DEFERRED",
+        )
+    )
+    epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    origin: Mapped[str] = mapped_column(String(16), default=SessionOrigin.USER)
+    status: Mapped[str] = mapped_column(String(16), default=SessionStatus.ACTIVE)
+    source_event_id: Mapped[str | None] = mapped_column(String(255))
+    # Subagent linkage (seed 002): who spawned this worker, from which turn and tool call.
+    is_subagent: Mapped[bool] = mapped_column(default=False)
+    parent_session_label: Mapped[str | None] = mapped_column(String(512))
+    parent_turn_id: Mapped[str | None] = mapped_column(
+        ForeignKey("turns.id", use_alter=True, name="fk_sessions_parent_turn_id_turns")
+    )
+    spawn_tool_call_id: Mapped[str | None] = mapped_column(String(26))
+    task_description: Mapped[str | None] = mapped_column(Text)
+    task_status: Mapped[str | None] = mapped_column(String(16))
+    # Per-session queue settings; NULL means "use the policy default".
+    queue_mode: Mapped[str | None] = mapped_column(String(16))
+    queue_cap: Mapped[int | None] = mapped_column(Integer)
+    drop_policy: Mapped[str | None] = mapped_column(String(16))
+    debounce_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[int] = mapped_column(Millis)
+    updated_at: Mapped[int] = mapped_column(Millis)
+
+
+class SessionAlias(Base):
+    """Another key that resolves to a session, e.g. after an entity merge."""
+
+    __tablename__ = "session_aliases"
+    __table_args__ = (Index("ix_session_aliases_session_label", "session_label"),)
+
+    alias: Mapped[str] = mapped_column(String(512), primary_key=True)
+    session_label: Mapped[str] = mapped_column(ForeignKey("sessions.label"))
+    created_at: Mapped[int] = mapped_column(Millis)
+    reason: Mapped[str | None] = mapped_column(String(32))
+
+
+class SessionHistory(Base):
+    """One row for every move of a session pointer: creation, turn, fork."""
+
+    __tablename__ = "session_history"
+    __table_args__ = (
+        Index("ix_session_history_session_id_changed_at", "session_id", "changed_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    thread_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id"))
+    previous_thread_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id"))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(String(32))
+    changed_at: Mapped[int] = mapped_column(Millis)

@@ -1,0 +1,336 @@
+"""Frozen records that cross the repository boundary; rows never leave it."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from nexus.ledger.enums import (
+    CompactionTrigger,
+    Disposition,
+    MessageRole,
+    MessageSource,
+    QueueMode,
+    QueueStatus,
+    SessionOrigin,
+    ToolCallStatus,
+    TurnStatus,
+    TurnType,
+)
+
+MAX_LABEL_LENGTH = 512
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_label(value: str) -> str:
+    if not value:
+        raise ValueError("a session label cannot be empty")
+    if len(value) > MAX_LABEL_LENGTH:
+        raise ValueError(f"a session label is at most {MAX_LABEL_LENGTH} characters")
+    if _CONTROL.search(value):
+        raise ValueError("a session label cannot contain control characters (NUL, CR, LF, ...)")
+    return value
+
+
+SessionLabel = Annotated[str, AfterValidator(_check_label)]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AgentRecord(Record):
+    id: str
+    name: str
+    system_prompt: str
+    default_model: str | None
+    permissions: dict[str, Any]
+    status: str
+
+
+class SessionRecord(Record):
+    id: str
+    label: str
+    persona_id: str
+    thread_id: str | None
+    epoch: int
+    origin: SessionOrigin
+    status: str
+    routing_key: str | None = None
+    is_subagent: bool = False
+    parent_session_label: str | None = None
+    parent_turn_id: str | None = None
+    queue_mode: QueueMode | None = None
+    created_at: int
+    updated_at: int
+
+
+class NewSession(Record):
+    """What is needed to create a session; everything else has a default."""
+
+    label: SessionLabel
+    persona_id: str
+    origin: SessionOrigin = SessionOrigin.USER
+    routing_key: str | None = None
+    source_event_id: str | None = None
+    queue_mode: QueueMode | None = None
+    parent_session_label: str | None = None
+    parent_turn_id: str | None = None
+    spawn_tool_call_id: str | None = None
+    task_description: str | None = None
+
+
+class TokenUsage(Record):
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(default=0, ge=0)
+
+    @property
+    def total(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+
+class MessageDraft(Record):
+    role: MessageRole
+    content: dict[str, Any]
+    source: MessageSource | None = None
+    tool_call_id: str | None = None
+    event_id: str | None = None
+
+
+class ToolCallDraft(Record):
+    provider_call_id: str
+    tool_name: str
+    parameters: dict[str, Any]
+    result: Any = None
+    error: str | None = None
+    status: ToolCallStatus = ToolCallStatus.COMPLETED
+    spawned_session_label: str | None = None
+    started_at: int
+    completed_at: int | None = None
+
+
+class CompactionDraft(Record):
+    summary: str
+    summarized_through_turn_id: str | None
+    first_kept_turn_id: str | None
+    turns_summarized: int = Field(ge=0)
+    trigger: CompactionTrigger
+    model: str | None = None
+    provider: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    summary_tokens: int | None = None
+    summarization_input_tokens: int | None = None
+    summarization_output_tokens: int | None = None
+    duration_ms: int | None = None
+    instructions: str | None = None
+    compaction_type: str = "summary"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConsumedItem(Record):
+    """A queue item this turn used up, and how (consumed, batched, injected)."""
+
+    queue_item_id: str
+    disposition: Literal[Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED]
+
+
+class TurnDraft(Record):
+    """A finished turn, ready to commit onto `parent_turn_id` (the head its run started from)."""
+
+    id: str
+    session_id: str
+    parent_turn_id: str | None
+    status: TurnStatus = TurnStatus.COMPLETED
+    turn_type: TurnType = TurnType.NORMAL
+    queue_mode: QueueMode | None = None
+    started_at: int
+    completed_at: int | None = None
+    usage: TokenUsage = TokenUsage()
+    model: str | None = None
+    stop_reason: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    source_event_id: str | None = None
+    messages: tuple[MessageDraft, ...] = ()
+    tool_calls: tuple[ToolCallDraft, ...] = ()
+    consumed: tuple[ConsumedItem, ...] = ()
+    compaction: CompactionDraft | None = None
+
+
+class CommitOutcome(Record):
+    """`committed` moved the head to `turn_id`; `fenced` wrote nothing and says why."""
+
+    status: Literal["committed", "fenced"]
+    turn_id: str | None = None
+    reason: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
+
+
+class MessageRecord(Record):
+    id: str
+    turn_id: str
+    sequence: int
+    role: MessageRole
+    content: dict[str, Any]
+    source: MessageSource | None
+    tool_call_id: str | None
+    event_id: str | None
+    created_at: int
+
+
+class ToolCallRecord(Record):
+    id: str
+    turn_id: str
+    sequence: int
+    provider_call_id: str
+    tool_name: str
+    parameters: dict[str, Any]
+    result: Any
+    error: str | None
+    status: ToolCallStatus
+    spawned_session_label: str | None
+    started_at: int
+    completed_at: int | None
+
+
+class TurnRecord(Record):
+    id: str
+    session_id: str
+    parent_turn_id: str | None
+    turn_type: TurnType
+    status: TurnStatus
+    queue_mode: QueueMode | None
+    epoch: int
+    started_at: int
+    completed_at: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    total_tokens: int | None
+    model: str | None
+    stop_reason: str | None
+    error_kind: str | None
+    error_message: str | None
+    source_event_id: str | None
+
+
+class ThreadRecord(Record):
+    turn_id: str
+    parent_turn_id: str | None
+    session_id: str
+    persona_id: str
+    depth: int
+    total_tokens: int
+    anchor_turn_id: str
+
+
+class TurnView(Record):
+    """A turn with its messages and tool calls, in order."""
+
+    turn: TurnRecord
+    messages: tuple[MessageRecord, ...]
+    tool_calls: tuple[ToolCallRecord, ...]
+
+
+class CompactionRecord(Record):
+    turn_id: str
+    summary: str
+    summarized_through_turn_id: str | None
+    first_kept_turn_id: str | None
+    turns_summarized: int
+    trigger: CompactionTrigger
+    instructions: str | None
+
+
+class ContextRead(Record):
+    """What context assembly needs: the latest summary and the turns after it, oldest first.
+
+    `rows_read` counts the rows the read fetched, so callers and tests can see that the cost
+    depends on the turns since the last compaction, not on the depth.
+    """
+
+    head: ThreadRecord | None
+    compaction: CompactionRecord | None
+    turns: tuple[TurnView, ...]
+    rows_read: int
+
+
+class EventDraft(Record):
+    id: str = Field(min_length=1, max_length=255)
+    adapter: str
+    platform: str
+    kind: str = "message"
+    direction: Literal["inbound", "outbound"] = "inbound"
+    source: MessageSource | None = None
+    space: str | None = None
+    sender_id: str | None = None
+    sender_name: str | None = None
+    container_kind: str | None = None
+    container_id: str | None = None
+    platform_thread_id: str | None = None
+    text: str | None = None
+    attachments: tuple[dict[str, Any], ...] = ()
+    reply_to: str | None = None
+    occurred_at: int
+    payload: dict[str, Any] = Field(default_factory=dict)
+    contact_id: str | None = None
+
+
+class EventRecord(Record):
+    id: str
+    adapter: str
+    platform: str
+    kind: str
+    direction: str
+    sender_id: str | None
+    container_kind: str | None
+    container_id: str | None
+    text: str | None
+    occurred_at: int
+    received_at: int
+    status: str
+    disposition: str | None
+    disposition_detail: str | None
+
+
+class NewQueueItem(Record):
+    session_id: str
+    mode: QueueMode
+    event_id: str | None = None
+    priority: int = 0
+    source: MessageSource | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    available_at: int | None = None
+
+
+class QueueItemRecord(Record):
+    id: str
+    session_id: str
+    event_id: str | None
+    mode: QueueMode
+    priority: int
+    source: MessageSource | None
+    payload: dict[str, Any]
+    status: QueueStatus
+    attempts: int
+    claimed_epoch: int | None
+    claim_expires_at: int | None
+    available_at: int
+    disposition: Disposition | None
+    disposition_detail: str | None
+    consumed_by_turn_id: str | None
+    enqueued_at: int

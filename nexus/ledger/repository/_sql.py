@@ -1,0 +1,29 @@
+"""Small SQL helpers shared by the repositories: dialect-aware inserts and row mapping."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy import Column, Connection, Table
+from sqlalchemy.dialects import postgresql, sqlite
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def upsert_insert(connection: Connection, table: Table) -> Any:
+    """An INSERT that supports ON CONFLICT on both Postgres and SQLite."""
+    if connection.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    if connection.dialect.name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database dialect {connection.dialect.name!r}")
+
+
+def columns_for(table: Table, record: type[BaseModel]) -> list[Column[Any]]:
+    """The table's columns named like the record's fields, in field order."""
+    return [table.c[name] for name in record.model_fields]
+
+
+def to_record(record: type[R], row: Any) -> R:
+    return record.model_validate(dict(row._mapping))

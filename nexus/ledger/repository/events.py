@@ -1,0 +1,63 @@
+"""The events ledger: idempotent inserts under deterministic ids, and dispositions."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, select, update
+
+from nexus.ids import Clock
+from nexus.ledger.enums import EventStatus
+from nexus.ledger.models import Event
+from nexus.ledger.records import EventDraft, EventRecord
+from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+
+events = Event.__table__
+
+
+class EventRepository:
+    def __init__(self, connection: Connection, clock: Clock) -> None:
+        self._conn = connection
+        self._clock = clock
+
+    def insert(self, draft: EventDraft) -> bool:
+        """Store the event; False when that id was stored before (a duplicate delivery)."""
+        values = draft.model_dump()
+        values["attachments"] = list(draft.attachments)
+        statement = upsert_insert(self._conn, events).values(
+            received_at=self._clock(), status=EventStatus.RECEIVED, **values
+        )
+        inserted = self._conn.execute(
+            statement.on_conflict_do_nothing(index_elements=["id"]).returning(events.c.id)
+        ).scalar_one_or_none()
+        return inserted is not None
+
+    def get(self, event_id: str) -> EventRecord | None:
+        row = self._conn.execute(
+            select(*columns_for(events, EventRecord)).where(events.c.id == event_id)
+        ).one_or_none()
+        return None if row is None else to_record(EventRecord, row)
+
+    def mark_processed(self, event_id: str, disposition: str, detail: str | None = None) -> bool:
+        """Record what became of the event; only the first disposition sticks."""
+        result = self._conn.execute(
+            update(events)
+            .where(events.c.id == event_id, events.c.status == EventStatus.RECEIVED)
+            .values(
+                status=EventStatus.PROCESSED,
+                disposition=disposition,
+                disposition_detail=detail,
+                processed_at=self._clock(),
+            )
+        )
+        return bool(result.rowcount)
+
+    def unprocessed(self, *, received_before: int, limit: int = 500) -> list[str]:
+        """Events still waiting for the router, oldest first (the relay re-rings these)."""
+        return list(
+            self._conn.execute(
+                select(events.c.id)
+                .where(events.c.status == EventStatus.RECEIVED)
+                .where(events.c.received_at < received_before)
+                .order_by(events.c.received_at, events.c.id)
+                .limit(limit)
+            ).scalars()
+        )

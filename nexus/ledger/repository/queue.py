@@ -1,0 +1,205 @@
+"""The durable per-session queue: enqueue, claim under an epoch, release, dispose, reap."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, func, select, update
+
+from nexus.ids import Clock, new_id
+from nexus.ledger.enums import Disposition, QueueStatus
+from nexus.ledger.models import QueueItem
+from nexus.ledger.records import NewQueueItem, QueueItemRecord
+from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+
+queue_items = QueueItem.__table__
+
+_FINAL = {
+    QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},
+    QueueStatus.DROPPED: {Disposition.DROPPED, Disposition.CANCELLED, Disposition.DENIED},
+    QueueStatus.DEAD: {Disposition.DEAD_LETTERED},
+}
+
+
+class QueueRepository:
+    def __init__(self, connection: Connection, clock: Clock) -> None:
+        self._conn = connection
+        self._clock = clock
+
+    def enqueue(self, item: NewQueueItem) -> tuple[str, bool]:
+        """Queue an input; routing one event to one session twice yields one item.
+
+        Returns the item's id and whether this call created it.
+        """
+        now = self._clock()
+        item_id = new_id()
+        statement = upsert_insert(self._conn, queue_items).values(
+            id=item_id,
+            session_id=item.session_id,
+            event_id=item.event_id,
+            mode=item.mode,
+            priority=item.priority,
+            source=item.source,
+            payload=item.payload,
+            status=QueueStatus.QUEUED,
+            attempts=0,
+            available_at=item.available_at if item.available_at is not None else now,
+            enqueued_at=now,
+            updated_at=now,
+        )
+        inserted = self._conn.execute(
+            statement.on_conflict_do_nothing(index_elements=["session_id", "event_id"]).returning(
+                queue_items.c.id
+            )
+        ).scalar_one_or_none()
+        if inserted is not None:
+            return str(inserted), True
+        existing = self._conn.execute(
+            select(queue_items.c.id).where(
+                queue_items.c.session_id == item.session_id,
+                queue_items.c.event_id == item.event_id,
+            )
+        ).scalar_one()
+        return str(existing), False
+
+    def claim(
+        self, session_id: str, *, epoch: int, lease_ms: int, limit: int = 1
+    ) -> list[QueueItemRecord]:
+        """Claim up to `limit` ready items, highest priority then arrival order.
+
+        Each claim counts as an attempt; a claim that is neither disposed nor released
+        before `lease_ms` passes is returned to the queue (or dead-lettered) by `reap`.
+        """
+        now = self._clock()
+        candidates = (
+            select(queue_items.c.id)
+            .where(queue_items.c.session_id == session_id)
+            .where(queue_items.c.status == QueueStatus.QUEUED)
+            .where(queue_items.c.available_at <= now)
+            .order_by(queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        ids = list(self._conn.execute(candidates).scalars())
+        if not ids:
+            return []
+        rows = self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .values(
+                status=QueueStatus.CLAIMED,
+                claimed_epoch=epoch,
+                claim_expires_at=now + lease_ms,
+                attempts=queue_items.c.attempts + 1,
+                updated_at=now,
+            )
+            .returning(*columns_for(queue_items, QueueItemRecord))
+        ).all()
+        order = {item_id: index for index, item_id in enumerate(ids)}
+        return sorted((to_record(QueueItemRecord, r) for r in rows), key=lambda r: order[r.id])
+
+    def release(self, item_ids: Sequence[str], *, epoch: int) -> int:
+        """Hand claimed items back to the queue untouched (e.g. a run that was preempted)."""
+        result = self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(list(item_ids)))
+            .where(queue_items.c.status == QueueStatus.CLAIMED)
+            .where(queue_items.c.claimed_epoch == epoch)
+            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=self._clock())
+        )
+        return int(result.rowcount)
+
+    def dispose(
+        self,
+        item_ids: Sequence[str],
+        *,
+        status: QueueStatus,
+        disposition: Disposition,
+        detail: str | None = None,
+    ) -> int:
+        """Give open items their final disposition; items already final are left alone."""
+        if disposition not in _FINAL.get(status, set()):
+            raise ValueError(f"disposition {disposition.value!r} does not end in {status.value!r}")
+        result = self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(list(item_ids)))
+            .where(queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED]))
+            .values(
+                status=status,
+                disposition=disposition,
+                disposition_detail=detail,
+                claim_expires_at=None,
+                updated_at=self._clock(),
+            )
+        )
+        return int(result.rowcount)
+
+    def reap(self, *, max_attempts: int) -> tuple[int, int]:
+        """Return expired claims to the queue, or dead-letter those out of attempts.
+
+        Returns (requeued, dead_lettered).
+        """
+        now = self._clock()
+        expired = (queue_items.c.status == QueueStatus.CLAIMED) & (
+            queue_items.c.claim_expires_at < now
+        )
+        dead = self._conn.execute(
+            update(queue_items)
+            .where(expired & (queue_items.c.attempts >= max_attempts))
+            .values(
+                status=QueueStatus.DEAD,
+                disposition=Disposition.DEAD_LETTERED,
+                disposition_detail=f"claim expired after {max_attempts} attempts",
+                claim_expires_at=None,
+                updated_at=now,
+            )
+        ).rowcount
+        requeued = self._conn.execute(
+            update(queue_items)
+            .where(expired)
+            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
+        ).rowcount
+        return int(requeued), int(dead)
+
+    def get(self, item_id: str) -> QueueItemRecord | None:
+        row = self._conn.execute(
+            select(*columns_for(queue_items, QueueItemRecord)).where(queue_items.c.id == item_id)
+        ).one_or_none()
+        return None if row is None else to_record(QueueItemRecord, row)
+
+    def for_session(
+        self, session_id: str, *, statuses: Sequence[QueueStatus] | None = None
+    ) -> list[QueueItemRecord]:
+        """The session's items in queue order, optionally only those with given statuses."""
+        query = select(*columns_for(queue_items, QueueItemRecord)).where(
+            queue_items.c.session_id == session_id
+        )
+        if statuses:
+            query = query.where(queue_items.c.status.in_(list(statuses)))
+        query = query.order_by(
+            queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id
+        )
+        return [to_record(QueueItemRecord, row) for row in self._conn.execute(query)]
+
+    def count_open(self, session_id: str) -> int:
+        return int(
+            self._conn.execute(
+                select(func.count())
+                .select_from(queue_items)
+                .where(queue_items.c.session_id == session_id)
+                .where(queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED]))
+            ).scalar_one()
+        )
+
+    def sessions_with_ready_work(self, *, limit: int = 1000) -> list[str]:
+        """Sessions holding queued items that are due now (the relay re-rings these)."""
+        return list(
+            self._conn.execute(
+                select(queue_items.c.session_id)
+                .where(queue_items.c.status == QueueStatus.QUEUED)
+                .where(queue_items.c.available_at <= self._clock())
+                .group_by(queue_items.c.session_id)
+                .order_by(func.min(queue_items.c.enqueued_at))
+                .limit(limit)
+            ).scalars()
+        )

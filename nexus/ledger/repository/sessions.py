@@ -1,0 +1,169 @@
+"""Sessions: create, resolve through aliases, claim (fencing epoch), fork, pointer history."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, insert, select, update
+
+from nexus.ids import Clock, new_id
+from nexus.ledger.enums import SessionOrigin, SessionStatus
+from nexus.ledger.models import Session, SessionAlias, SessionHistory, Thread
+from nexus.ledger.records import NewSession, SessionRecord
+from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository.errors import LabelTaken, NotForkable, NotFound
+
+sessions = Session.__table__
+aliases = SessionAlias.__table__
+history = SessionHistory.__table__
+threads = Thread.__table__
+
+
+class SessionRepository:
+    def __init__(self, connection: Connection, clock: Clock) -> None:
+        self._conn = connection
+        self._clock = clock
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        return self._one(sessions.c.id == session_id)
+
+    def get_by_label(self, label: str) -> SessionRecord | None:
+        """The session with exactly this label; aliases are not followed."""
+        return self._one(sessions.c.label == label)
+
+    def resolve(self, label: str) -> SessionRecord | None:
+        """Seed 002's lookup order: the label itself, else an alias of it, else None."""
+        direct = self.get_by_label(label)
+        if direct is not None:
+            return direct
+        target = self._conn.execute(
+            select(aliases.c.session_label).where(aliases.c.alias == label)
+        ).scalar_one_or_none()
+        return None if target is None else self.get_by_label(target)
+
+    def _one(self, condition: object) -> SessionRecord | None:
+        row = self._conn.execute(
+            select(*columns_for(sessions, SessionRecord)).where(condition)  # type: ignore[arg-type]
+        ).one_or_none()
+        return None if row is None else to_record(SessionRecord, row)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def create(
+        self, new: NewSession, *, thread_id: str | None = None, reason: str = "create"
+    ) -> SessionRecord:
+        """Insert a session; raises LabelTaken when the label (or an alias) is in use."""
+        if self._alias_target(new.label) is not None:
+            raise LabelTaken(f"{new.label!r} is an alias of another session")
+        now = self._clock()
+        session_id = new_id()
+        values = new.model_dump()
+        statement = upsert_insert(self._conn, sessions).values(
+            id=session_id,
+            thread_id=thread_id,
+            epoch=0,
+            status=SessionStatus.ACTIVE,
+            is_subagent=new.origin == SessionOrigin.SUBAGENT,
+            created_at=now,
+            updated_at=now,
+            **values,
+        )
+        inserted = self._conn.execute(
+            statement.on_conflict_do_nothing(index_elements=["label"]).returning(sessions.c.id)
+        ).scalar_one_or_none()
+        if inserted is None:
+            raise LabelTaken(f"a session labelled {new.label!r} exists already")
+        self._record_move(session_id, thread_id, None, 0, reason, now)
+        created = self.get(session_id)
+        assert created is not None
+        return created
+
+    def ensure(self, new: NewSession) -> SessionRecord:
+        """Resolve `new.label` (aliases followed) or create it; safe when racing."""
+        found = self.resolve(new.label)
+        if found is not None:
+            return found
+        try:
+            return self.create(new)
+        except LabelTaken:
+            raced = self.resolve(new.label)
+            if raced is None:
+                raise
+            return raced
+
+    def claim(self, session_id: str) -> int:
+        """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""
+        epoch = self._conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id)
+            .values(epoch=sessions.c.epoch + 1)
+            .returning(sessions.c.epoch)
+        ).scalar_one_or_none()
+        if epoch is None:
+            raise NotFound(f"no session with id {session_id!r}")
+        return int(epoch)
+
+    def fork(self, turn_id: str, *, label: str | None = None) -> SessionRecord:
+        """A new session whose head is `turn_id`; its persona is the thread's (seed 002)."""
+        persona_id = self._conn.execute(
+            select(threads.c.persona_id).where(threads.c.turn_id == turn_id)
+        ).scalar_one_or_none()
+        if persona_id is None:
+            raise NotForkable(
+                f"turn {turn_id!r} is not on any session's chain (unknown, failed or "
+                "superseded), so it cannot be forked"
+            )
+        new = NewSession(
+            label=label or f"fork-{new_id()}", persona_id=persona_id, origin=SessionOrigin.FORK
+        )
+        return self.create(new, thread_id=turn_id, reason="fork")
+
+    def add_alias(self, alias: str, session_label: str, *, reason: str) -> bool:
+        """Make `alias` resolve to `session_label`; False if the alias existed already."""
+        if self.get_by_label(session_label) is None:
+            raise NotFound(f"no session labelled {session_label!r}")
+        statement = upsert_insert(self._conn, aliases).values(
+            alias=alias, session_label=session_label, created_at=self._clock(), reason=reason
+        )
+        result = self._conn.execute(statement.on_conflict_do_nothing(index_elements=["alias"]))
+        return bool(result.rowcount)
+
+    def history(self, session_id: str) -> list[tuple[str | None, str | None, int, str]]:
+        """Pointer moves, oldest first: (previous head, new head, epoch, reason)."""
+        rows = self._conn.execute(
+            select(
+                history.c.previous_thread_id,
+                history.c.thread_id,
+                history.c.epoch,
+                history.c.reason,
+            )
+            .where(history.c.session_id == session_id)
+            .order_by(history.c.changed_at, history.c.id)
+        ).all()
+        return [(r.previous_thread_id, r.thread_id, r.epoch, r.reason) for r in rows]
+
+    def _alias_target(self, label: str) -> str | None:
+        return self._conn.execute(
+            select(aliases.c.session_label).where(aliases.c.alias == label)
+        ).scalar_one_or_none()
+
+    def _record_move(
+        self,
+        session_id: str,
+        thread_id: str | None,
+        previous: str | None,
+        epoch: int,
+        reason: str,
+        now: int,
+    ) -> None:
+        self._conn.execute(
+            insert(history).values(
+                id=new_id(),
+                session_id=session_id,
+                thread_id=thread_id,
+                previous_thread_id=previous,
+                epoch=epoch,
+                reason=reason,
+                changed_at=now,
+            )
+        )

@@ -1,0 +1,275 @@
+"""Committing turns: one transaction, compare-and-set on the session's head and epoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, String, bindparam, func, insert, select, update
+
+from nexus.ids import Clock, new_id
+from nexus.ledger.enums import (
+    CHAIN_STATUSES,
+    OFF_CHAIN_STATUSES,
+    OPEN_QUEUE_STATUSES,
+    QueueStatus,
+    TurnType,
+)
+from nexus.ledger.models import (
+    Compaction,
+    Message,
+    QueueItem,
+    Session,
+    SessionHistory,
+    Thread,
+    ToolCall,
+    Turn,
+)
+from nexus.ledger.records import CommitOutcome, TurnDraft
+from nexus.ledger.repository.errors import LedgerConflict, NotFound
+
+turns = Turn.__table__
+threads = Thread.__table__
+messages = Message.__table__
+tool_calls = ToolCall.__table__
+compactions = Compaction.__table__
+sessions = Session.__table__
+history = SessionHistory.__table__
+queue_items = QueueItem.__table__
+
+# The commit path runs once per turn on every worker, so its statements are built once here
+# and executed with parameters: building SQLAlchemy expressions per call cost more than the
+# database round trips they make.
+# The compare-and-set itself: it moves the head only if neither the head nor the epoch moved
+# since the run began, and it takes the session's row lock (Postgres re-checks the condition
+# against a concurrent winner's committed row), so every later write in this transaction is
+# serialised behind it.
+_SWING_HEAD = (
+    update(sessions)
+    .where(sessions.c.id == bindparam("b_session_id"))
+    .where(sessions.c.epoch == bindparam("b_epoch"))
+    .where(sessions.c.thread_id.is_not_distinct_from(bindparam("b_expected_head", type_=String)))
+    .values(thread_id=bindparam("b_new_head"), updated_at=bindparam("b_now"))
+    .returning(sessions.c.persona_id)
+)
+_READ_HEAD = select(sessions.c.thread_id, sessions.c.epoch).where(
+    sessions.c.id == bindparam("session_id")
+)
+_INSERT_TURN = insert(turns)
+_INSERT_MESSAGES = insert(messages)
+_INSERT_TOOL_CALLS = insert(tool_calls)
+_INSERT_COMPACTION = insert(compactions)
+_INSERT_HISTORY = insert(history)
+_INSERT_ROOT_THREAD = insert(threads)
+_parent = threads.alias("parent")
+# A child's thread row is derived from its parent's inside the database: one round trip and
+# no window for a stale read. A compaction turn anchors itself; others inherit the anchor.
+_INSERT_CHILD_THREAD = insert(threads).from_select(
+    [
+        "turn_id",
+        "parent_turn_id",
+        "session_id",
+        "persona_id",
+        "depth",
+        "total_tokens",
+        "anchor_turn_id",
+        "created_at",
+    ],
+    select(
+        bindparam("turn_id", type_=String),
+        _parent.c.turn_id,
+        bindparam("session_id", type_=String),
+        bindparam("persona_id", type_=String),
+        _parent.c.depth + 1,
+        _parent.c.total_tokens + bindparam("tokens", type_=threads.c.total_tokens.type),
+        func.coalesce(bindparam("own_anchor", type_=String), _parent.c.anchor_turn_id),
+        bindparam("now", type_=threads.c.created_at.type),
+    ).where(_parent.c.turn_id == bindparam("parent_turn_id")),
+)
+
+
+class TurnRepository:
+    def __init__(self, connection: Connection, clock: Clock) -> None:
+        self._conn = connection
+        self._clock = clock
+
+    def commit(self, draft: TurnDraft, *, epoch: int) -> CommitOutcome:
+        """Append `draft` to its session's chain if nobody moved the head or the epoch.
+
+        The first statement is the compare-and-set on (head, epoch); when it matches no row
+        the attempt is fenced and nothing has been written (the caller may still commit its
+        unit of work). Otherwise the rest lands in this same transaction: turn, messages,
+        tool calls, compaction, thread row, pointer history and the queue items the turn
+        consumed (DESIGN §1 rule 4).
+        """
+        if draft.status not in CHAIN_STATUSES:
+            raise ValueError(
+                f"only {[s.value for s in CHAIN_STATUSES]} turns join a chain; record a "
+                f"{draft.status.value} attempt with record_attempt()"
+            )
+        if (draft.compaction is not None) != (draft.turn_type == TurnType.COMPACTION):
+            raise ValueError("a compaction turn needs compaction metadata, and only it may have it")
+
+        now = self._clock()
+        persona_id = self._conn.execute(
+            _SWING_HEAD,
+            {
+                "b_session_id": draft.session_id,
+                "b_epoch": epoch,
+                "b_expected_head": draft.parent_turn_id,
+                "b_new_head": draft.id,
+                "b_now": now,
+            },
+        ).scalar_one_or_none()
+        if persona_id is None:
+            return self._fenced(draft, epoch)
+        self._insert_turn(draft, epoch, now)
+        self._insert_thread(draft, persona_id, now)
+        self._conn.execute(
+            _INSERT_HISTORY,
+            {
+                "id": new_id(),
+                "session_id": draft.session_id,
+                "thread_id": draft.id,
+                "previous_thread_id": draft.parent_turn_id,
+                "epoch": epoch,
+                "reason": draft.turn_type.value,
+                "changed_at": now,
+            },
+        )
+        self._consume_items(draft, now)
+        return CommitOutcome(status="committed", turn_id=draft.id)
+
+    def _fenced(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
+        current = self._conn.execute(_READ_HEAD, {"session_id": draft.session_id}).one_or_none()
+        if current is None:
+            raise NotFound(f"no session with id {draft.session_id!r}")
+        if current.epoch != epoch:
+            reason = f"epoch {epoch} was superseded by {current.epoch}"
+        else:
+            reason = f"head moved from {draft.parent_turn_id} to {current.thread_id}"
+        return CommitOutcome(status="fenced", reason=reason)
+
+    def record_attempt(self, draft: TurnDraft, *, epoch: int) -> None:
+        """Keep a failed or superseded attempt for audit, off the chain: no head moves."""
+        if draft.status not in OFF_CHAIN_STATUSES:
+            raise ValueError(
+                f"record_attempt keeps {[s.value for s in OFF_CHAIN_STATUSES]} turns; "
+                "completed and aborted turns go through commit()"
+            )
+        if draft.consumed or draft.compaction is not None:
+            raise ValueError("an off-chain attempt consumes no queue items and compacts nothing")
+        self._insert_turn(draft, epoch, self._clock())
+
+    # -- pieces of a commit --------------------------------------------------------------------
+
+    def _insert_turn(self, draft: TurnDraft, epoch: int, now: int) -> None:
+        usage = draft.usage
+        self._conn.execute(
+            _INSERT_TURN,
+            {
+                "id": draft.id,
+                "session_id": draft.session_id,
+                "parent_turn_id": draft.parent_turn_id,
+                "turn_type": draft.turn_type,
+                "status": draft.status,
+                "queue_mode": draft.queue_mode,
+                "epoch": epoch,
+                "started_at": draft.started_at,
+                "completed_at": draft.completed_at if draft.completed_at is not None else now,
+                "prompt_tokens": usage.input_tokens,
+                "completion_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "total_tokens": usage.total,
+                "model": draft.model,
+                "stop_reason": draft.stop_reason,
+                "error_kind": draft.error_kind,
+                "error_message": draft.error_message,
+                "source_event_id": draft.source_event_id,
+            },
+        )
+        if draft.messages:
+            self._conn.execute(
+                _INSERT_MESSAGES,
+                [
+                    {
+                        "id": new_id(),
+                        "turn_id": draft.id,
+                        "sequence": sequence,
+                        "role": message.role,
+                        "source": message.source,
+                        "content": message.content,
+                        "tool_call_id": message.tool_call_id,
+                        "event_id": message.event_id,
+                        "created_at": now,
+                    }
+                    for sequence, message in enumerate(draft.messages, start=1)
+                ],
+            )
+        if draft.tool_calls:
+            self._conn.execute(
+                _INSERT_TOOL_CALLS,
+                [
+                    {"id": new_id(), "turn_id": draft.id, "sequence": sequence, **call.model_dump()}
+                    for sequence, call in enumerate(draft.tool_calls, start=1)
+                ],
+            )
+        if draft.compaction is not None:
+            values: dict[str, Any] = draft.compaction.model_dump(exclude={"metadata"})
+            values.update(turn_id=draft.id, metadata_json=draft.compaction.metadata, created_at=now)
+            self._conn.execute(_INSERT_COMPACTION, values)
+
+    def _insert_thread(self, draft: TurnDraft, persona_id: str, now: int) -> None:
+        tokens = draft.usage.total
+        if draft.parent_turn_id is None:
+            self._conn.execute(
+                _INSERT_ROOT_THREAD,
+                {
+                    "turn_id": draft.id,
+                    "parent_turn_id": None,
+                    "session_id": draft.session_id,
+                    "persona_id": persona_id,
+                    "depth": 1,
+                    "total_tokens": tokens,
+                    "anchor_turn_id": draft.id,
+                    "created_at": now,
+                },
+            )
+            return
+        inserted = self._conn.execute(
+            _INSERT_CHILD_THREAD,
+            {
+                "turn_id": draft.id,
+                "parent_turn_id": draft.parent_turn_id,
+                "session_id": draft.session_id,
+                "persona_id": persona_id,
+                "tokens": tokens,
+                "own_anchor": draft.id if draft.turn_type == TurnType.COMPACTION else None,
+                "now": now,
+            },
+        )
+        if inserted.rowcount != 1:
+            raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
+
+    def _consume_items(self, draft: TurnDraft, now: int) -> None:
+        for disposition in {item.disposition for item in draft.consumed}:
+            ids = [item.queue_item_id for item in draft.consumed if item.disposition == disposition]
+            result = self._conn.execute(
+                update(queue_items)
+                .where(queue_items.c.id.in_(ids))
+                .where(queue_items.c.session_id == draft.session_id)
+                .where(queue_items.c.status.in_(OPEN_QUEUE_STATUSES))
+                .values(
+                    status=QueueStatus.DONE,
+                    disposition=disposition,
+                    consumed_by_turn_id=draft.id,
+                    claim_expires_at=None,
+                    updated_at=now,
+                )
+            )
+            if result.rowcount != len(ids):
+                # Another disposition already reached one of these items; consuming it
+                # again would answer one input twice. The caller's unit of work rolls back.
+                raise LedgerConflict(
+                    f"queue items {ids} of session {draft.session_id} are not all open"
+                )

@@ -1,0 +1,81 @@
+"""Configuration: the only module that reads the environment (names in INTERFACES.md)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./.nexus/nexus.db"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+SCRIPTED_MODEL = "scripted"
+
+
+class Settings(BaseSettings):
+    """Every setting Nexus reads, from the environment or a `.env` file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NEXUS_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str | None = None
+    broker_url_override: str | None = Field(
+        default=None, validation_alias=AliasChoices("NEXUS_BROKER_URL")
+    )
+    model: str | None = None
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL")
+    )
+    policies: str | None = None
+    hooks_dir: str = "./hooks"
+    api_tokens: SecretStr | None = None
+
+    telegram_secret_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    discord_public_key: str | None = None
+    whatsapp_app_secret: SecretStr | None = None
+    twilio_auth_token: SecretStr | None = None
+    github_webhook_secret: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+
+    # Database pool sizing for the distributed mode; SQLite ignores it.
+    db_pool_size: int = Field(default=5, ge=1)
+    db_max_overflow: int = Field(default=10, ge=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_has_scheme(cls, value: str) -> str:
+        if "://" not in value:
+            raise ValueError(
+                f"NEXUS_DATABASE_URL must be a SQLAlchemy URL such as {DEFAULT_DATABASE_URL!r} "
+                "or 'postgresql+psycopg2://user@host/db', got {value!r}"
+            )
+        return value
+
+    @property
+    def broker_url(self) -> str:
+        """Celery's broker: explicit, else Redis, else the in-process transport."""
+        return self.broker_url_override or self.redis_url or "memory://"
+
+    @property
+    def default_model(self) -> str:
+        """The model a persona uses unless it names one: Anthropic with a key, else scripted."""
+        if self.model:
+            return self.model
+        return DEFAULT_ANTHROPIC_MODEL if self.anthropic_api_key else SCRIPTED_MODEL
+
+    @property
+    def embedded(self) -> bool:
+        """True when running without Redis: one process, in-process coordination."""
+        return self.redis_url is None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once on first use (never at import)."""
+    return Settings()

@@ -1,0 +1,83 @@
+"""Shared fixtures: real PostgreSQL and SQLite ledgers, created and migrated by the suite."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from nexus.db import Database
+from nexus.db.migrate import upgrade
+from nexus.ledger.models import metadata
+from tests.services import create_database, drop_database, postgres_problem, redis_problem
+from tests.support import FakeClock
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The suite runs against real services. A missing one is an error that stops the run,
+    # never a reason to skip tests quietly.
+    problems = [p for p in (postgres_problem(), redis_problem()) if p]
+    if problems:
+        pytest.exit("\n".join(problems), returncode=3)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A database of our own, migrated to head, dropped when the run ends."""
+    url = create_database()
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file; each test gets a copy, which is faster than migrating."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "nexus.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def _truncate_postgres(database: Database) -> None:
+    tables = ", ".join(f'"{name}"' for name in metadata.tables)
+    with database.engine.begin() as connection:
+        connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(
+    request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path, clock: FakeClock
+) -> Iterator[Database]:
+    """An empty, migrated ledger on each backend: the contract suite runs against both."""
+    if request.param == "sqlite":
+        path = tmp_path / "nexus.db"
+        shutil.copyfile(sqlite_template, path)
+        db = Database(f"sqlite:///{path}", clock=clock)
+    else:
+        db = Database(request.getfixturevalue("postgres_url"), clock=clock)
+        _truncate_postgres(db)
+    try:
+        yield db
+    finally:
+        db.dispose()
+
+
+@pytest.fixture
+def pg_database(postgres_url: str, clock: FakeClock) -> Iterator[Database]:
+    """An empty, migrated ledger on PostgreSQL only."""
+    db = Database(postgres_url, clock=clock)
+    _truncate_postgres(db)
+    try:
+        yield db
+    finally:
+        db.dispose()

@@ -1,0 +1,149 @@
+"""The durable queue: idempotent enqueue, ordered claims, release, dispositions, reaping."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus.db import Database
+from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
+from nexus.ledger.records import EventDraft, NewQueueItem
+from tests.support import FakeClock, new_session
+
+
+def _event(database: Database, event_id: str) -> None:
+    with database.unit_of_work() as uow:
+        uow.ledger.events.insert(
+            EventDraft(id=event_id, adapter="api", platform="api", occurred_at=0)
+        )
+        uow.commit()
+
+
+def test_enqueue_is_idempotent_per_session_and_event(database: Database) -> None:
+    _event(database, "api:1")
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        other = new_session(uow.ledger, "other")
+        first = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, event_id="api:1", mode=QueueMode.QUEUE)
+        )
+        again = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, event_id="api:1", mode=QueueMode.QUEUE)
+        )
+        elsewhere = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=other.id, event_id="api:1", mode=QueueMode.QUEUE)
+        )
+        uow.commit()
+    assert first[1] is True and again == (first[0], False)
+    assert elsewhere[1] is True and elsewhere[0] != first[0]
+
+
+def test_claims_follow_priority_then_arrival(database: Database, clock: FakeClock) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        ids = []
+        for priority in (0, 0, 5, 0):
+            clock.advance(1)
+            item_id, _ = uow.ledger.queue.enqueue(
+                NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE, priority=priority)
+            )
+            ids.append(item_id)
+        epoch = uow.ledger.sessions.claim(session.id)
+        claimed = uow.ledger.queue.claim(session.id, epoch=epoch, lease_ms=1_000, limit=3)
+        uow.commit()
+    assert [c.id for c in claimed] == [ids[2], ids[0], ids[1]]
+    assert all(c.status == QueueStatus.CLAIMED and c.attempts == 1 for c in claimed)
+    assert all(c.claimed_epoch == epoch for c in claimed)
+
+
+def test_items_not_yet_available_are_not_claimed(database: Database, clock: FakeClock) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        uow.ledger.queue.enqueue(
+            NewQueueItem(
+                session_id=session.id, mode=QueueMode.COLLECT, available_at=clock.now + 500
+            )
+        )
+        assert uow.ledger.queue.claim(session.id, epoch=1, lease_ms=1_000) == []
+        assert uow.ledger.queue.sessions_with_ready_work() == []
+        clock.advance(500)
+        assert uow.ledger.queue.sessions_with_ready_work() == [session.id]
+        assert len(uow.ledger.queue.claim(session.id, epoch=1, lease_ms=1_000)) == 1
+
+
+def test_release_only_returns_items_of_that_epoch(database: Database) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        item_id, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE)
+        )
+        uow.ledger.queue.claim(session.id, epoch=7, lease_ms=1_000)
+        assert uow.ledger.queue.release([item_id], epoch=6) == 0
+        assert uow.ledger.queue.release([item_id], epoch=7) == 1
+        item = uow.ledger.queue.get(item_id)
+    assert item is not None and item.status == QueueStatus.QUEUED and item.attempts == 1
+
+
+def test_dispose_sets_one_final_disposition(database: Database) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        item_id, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE)
+        )
+        assert (
+            uow.ledger.queue.dispose(
+                [item_id],
+                status=QueueStatus.DROPPED,
+                disposition=Disposition.DROPPED,
+                detail="queue cap 20 reached (policy old)",
+            )
+            == 1
+        )
+        # Already final: a second disposition does not overwrite the first.
+        assert (
+            uow.ledger.queue.dispose(
+                [item_id], status=QueueStatus.DROPPED, disposition=Disposition.CANCELLED
+            )
+            == 0
+        )
+        with pytest.raises(ValueError, match="does not end"):
+            uow.ledger.queue.dispose(
+                [item_id], status=QueueStatus.DONE, disposition=Disposition.DROPPED
+            )
+        item = uow.ledger.queue.get(item_id)
+        assert uow.ledger.queue.count_open(session.id) == 0
+    assert item is not None
+    assert (item.status, item.disposition) == (QueueStatus.DROPPED, Disposition.DROPPED)
+    assert item.disposition_detail == "queue cap 20 reached (policy old)"
+
+
+def test_reap_requeues_expired_claims_then_dead_letters(
+    database: Database, clock: FakeClock
+) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        item_id, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE)
+        )
+        outcomes = []
+        for epoch in (1, 2, 3):
+            assert len(uow.ledger.queue.claim(session.id, epoch=epoch, lease_ms=1_000)) == 1
+            assert uow.ledger.queue.reap(max_attempts=3) == (0, 0)  # lease still running
+            clock.advance(1_001)
+            outcomes.append(uow.ledger.queue.reap(max_attempts=3))
+        item = uow.ledger.queue.get(item_id)
+    assert outcomes == [(1, 0), (1, 0), (0, 1)]
+    assert item is not None
+    assert (item.status, item.disposition) == (QueueStatus.DEAD, Disposition.DEAD_LETTERED)
+    assert item.attempts == 3 and "3 attempts" in (item.disposition_detail or "")
+
+
+def test_for_session_lists_in_queue_order_with_filters(database: Database) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        a, _ = uow.ledger.queue.enqueue(NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE))
+        b, _ = uow.ledger.queue.enqueue(NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE))
+        uow.ledger.queue.claim(session.id, epoch=1, lease_ms=1_000)
+        everything = uow.ledger.queue.for_session(session.id)
+        waiting = uow.ledger.queue.for_session(session.id, statuses=[QueueStatus.QUEUED])
+    assert [i.id for i in everything] == [a, b]
+    assert [i.id for i in waiting] == [b]

@@ -1,0 +1,132 @@
+"""Test helpers: a controllable clock and builders for turn drafts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nexus.ids import new_id
+from nexus.ledger.enums import CompactionTrigger, MessageRole, TurnStatus, TurnType
+from nexus.ledger.records import (
+    CompactionDraft,
+    ConsumedItem,
+    MessageDraft,
+    NewSession,
+    SessionRecord,
+    TokenUsage,
+    TurnDraft,
+)
+from nexus.ledger.repository import Ledger
+
+
+@dataclass
+class FakeClock:
+    """Unix-ms time that moves only when a test says so."""
+
+    now: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+def text_turn(
+    session: SessionRecord,
+    parent: str | None,
+    question: str,
+    answer: str | None = None,
+    *,
+    consumed: tuple[ConsumedItem, ...] = (),
+    status: TurnStatus = TurnStatus.COMPLETED,
+    tokens: int = 10,
+) -> TurnDraft:
+    """A plain user → assistant turn onto `parent`."""
+    return TurnDraft(
+        id=new_id(),
+        session_id=session.id,
+        parent_turn_id=parent,
+        status=status,
+        started_at=0,
+        usage=TokenUsage(input_tokens=tokens),
+        model="scripted",
+        messages=(
+            MessageDraft(role=MessageRole.USER, content={"text": question}),
+            MessageDraft(role=MessageRole.ASSISTANT, content={"text": answer or f"re: {question}"}),
+        ),
+        consumed=consumed,
+    )
+
+
+def compaction_turn(
+    session: SessionRecord,
+    parent: str,
+    summary: str,
+    *,
+    first_kept: str | None,
+    summarized_through: str | None,
+    turns_summarized: int,
+) -> TurnDraft:
+    return TurnDraft(
+        id=new_id(),
+        session_id=session.id,
+        parent_turn_id=parent,
+        turn_type=TurnType.COMPACTION,
+        started_at=0,
+        messages=(MessageDraft(role=MessageRole.SYSTEM, content={"text": summary}),),
+        compaction=CompactionDraft(
+            summary=summary,
+            summarized_through_turn_id=summarized_through,
+            first_kept_turn_id=first_kept,
+            turns_summarized=turns_summarized,
+            trigger=CompactionTrigger.PROACTIVE,
+        ),
+    )
+
+
+def new_session(ledger: Ledger, label: str = "main", persona: str = "atlas") -> SessionRecord:
+    agent = ledger.agents.ensure(persona)
+    return ledger.sessions.create(NewSession(label=label, persona_id=agent.id))
+
+
+def build_chain(
+    ledger: Ledger,
+    session: SessionRecord,
+    count: int,
+    *,
+    compact_every: int | None = None,
+    keep: int = 5,
+) -> list[str]:
+    """Commit `count` turns onto the session's head; returns the chain's turn ids in order.
+
+    With `compact_every`, each time that many normal turns have passed a compaction turn
+    is committed that keeps the last `keep` turns.
+    """
+    epoch = ledger.sessions.claim(session.id)
+    current = ledger.sessions.get(session.id)
+    assert current is not None
+    head = current.thread_id
+    chain: list[str] = []
+    normal: list[str] = []
+    since_compaction = 0
+    for index in range(count):
+        if compact_every and since_compaction == compact_every and head is not None:
+            kept = normal[-keep:] if keep else []
+            draft = compaction_turn(
+                session,
+                head,
+                f"summary through turn {len(normal)}",
+                first_kept=kept[0] if kept else None,
+                summarized_through=normal[-keep - 1] if len(normal) > keep else None,
+                turns_summarized=len(normal) - len(kept),
+            )
+            since_compaction = 0
+        else:
+            draft = text_turn(session, head, f"question {index}")
+            normal.append(draft.id)
+            since_compaction += 1
+        outcome = ledger.turns.commit(draft, epoch=epoch)
+        assert outcome.committed, outcome.reason
+        head = draft.id
+        chain.append(draft.id)
+    return chain
