@@ -7,16 +7,16 @@ from sqlalchemy import func, select
 
 from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
-from nexus.ledger.models import Message, SessionHistory, Thread, Turn
+from nexus.ledger.models import Base, Message, SessionHistory, Thread, Turn, table_of
 from nexus.ledger.records import ConsumedItem, NewQueueItem, TurnDraft
 from nexus.ledger.repository import LedgerConflict
 from tests.support import build_chain, compaction_turn, new_session, text_turn
 
 
-def _count(database: Database, table: type) -> int:
+def _count(database: Database, model: type[Base]) -> int:
     with database.unit_of_work() as uow:
         return int(
-            uow.connection.execute(select(func.count()).select_from(table.__table__)).scalar_one()
+            uow.connection.execute(select(func.count()).select_from(table_of(model))).scalar_one()
         )
 
 

@@ -1,7 +1,7 @@
 """The ledger's tables; their names are part of the public contract (DESIGN §4)."""
 
 from nexus.ledger.models.agents import Agent, AgentCapability, Capability
-from nexus.ledger.models.base import Base
+from nexus.ledger.models.base import Base, table_of
 from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
 from nexus.ledger.models.queue import QueueItem
@@ -32,4 +32,5 @@ __all__ = [
     "ToolCall",
     "Turn",
     "metadata",
+    "table_of",
 ]

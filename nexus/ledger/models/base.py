@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, CheckConstraint, MetaData
+from sqlalchemy import JSON, BigInteger, CheckConstraint, MetaData, Table
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase
 
@@ -36,3 +36,10 @@ def one_of(column: str, values: Iterable[StrEnum], name: str | None = None) -> C
     """A CHECK constraint limiting a text column to an enum's values."""
     allowed = ", ".join(f"'{value.value}'" for value in values)
     return CheckConstraint(f"{column} IN ({allowed})", name=name or column)
+
+
+def table_of(model: type[Base]) -> Table:
+    """The Core table behind a model, typed as a Table (SQLAlchemy types it more loosely)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table

@@ -5,12 +5,12 @@ from __future__ import annotations
 from sqlalchemy import Connection, select
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.models import Agent
+from nexus.ledger.models import Agent, table_of
 from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import NotFound
 
-agents = Agent.__table__
+agents = table_of(Agent)
 
 
 class AgentRepository:

@@ -6,11 +6,11 @@ from sqlalchemy import Connection, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
-from nexus.ledger.models import Event
+from nexus.ledger.models import Event, table_of
 from nexus.ledger.records import EventDraft, EventRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 
-events = Event.__table__
+events = table_of(Event)
 
 
 class EventRepository:

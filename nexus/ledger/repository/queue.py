@@ -8,11 +8,11 @@ from sqlalchemy import Connection, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
-from nexus.ledger.models import QueueItem
+from nexus.ledger.models import QueueItem, table_of
 from nexus.ledger.records import NewQueueItem, QueueItemRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 
-queue_items = QueueItem.__table__
+queue_items = table_of(QueueItem)
 
 _FINAL = {
     QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},

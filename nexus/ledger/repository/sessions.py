@@ -6,15 +6,15 @@ from sqlalchemy import Connection, insert, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import SessionOrigin, SessionStatus
-from nexus.ledger.models import Session, SessionAlias, SessionHistory, Thread
+from nexus.ledger.models import Session, SessionAlias, SessionHistory, Thread, table_of
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import LabelTaken, NotForkable, NotFound
 
-sessions = Session.__table__
-aliases = SessionAlias.__table__
-history = SessionHistory.__table__
-threads = Thread.__table__
+sessions = table_of(Session)
+aliases = table_of(SessionAlias)
+history = table_of(SessionHistory)
+threads = table_of(Thread)
 
 
 class SessionRepository:

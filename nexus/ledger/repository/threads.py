@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, select
 
 from nexus.ledger.enums import TurnType
-from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn
+from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn, table_of
 from nexus.ledger.records import (
     CompactionRecord,
     ContextRead,
@@ -20,11 +20,11 @@ from nexus.ledger.records import (
 )
 from nexus.ledger.repository._sql import columns_for, to_record
 
-turns = Turn.__table__
-threads = Thread.__table__
-messages = Message.__table__
-tool_calls = ToolCall.__table__
-compactions = Compaction.__table__
+turns = table_of(Turn)
+threads = table_of(Thread)
+messages = table_of(Message)
+tool_calls = table_of(ToolCall)
+compactions = table_of(Compaction)
 
 _BATCH = 1000
 

@@ -23,18 +23,19 @@ from nexus.ledger.models import (
     Thread,
     ToolCall,
     Turn,
+    table_of,
 )
 from nexus.ledger.records import CommitOutcome, TurnDraft
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 
-turns = Turn.__table__
-threads = Thread.__table__
-messages = Message.__table__
-tool_calls = ToolCall.__table__
-compactions = Compaction.__table__
-sessions = Session.__table__
-history = SessionHistory.__table__
-queue_items = QueueItem.__table__
+turns = table_of(Turn)
+threads = table_of(Thread)
+messages = table_of(Message)
+tool_calls = table_of(ToolCall)
+compactions = table_of(Compaction)
+sessions = table_of(Session)
+history = table_of(SessionHistory)
+queue_items = table_of(QueueItem)
 
 # The commit path runs once per turn on every worker, so its statements are built once here
 # and executed with parameters: building SQLAlchemy expressions per call cost more than the

@@ -1,0 +1,1 @@
+"""The beat schedule (data) that drives the 60-second timer."""

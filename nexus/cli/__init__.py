@@ -1,0 +1,1 @@
+"""The `nexus` command line (Typer)."""

@@ -1,0 +1,90 @@
+"""The `nexus` command: entry point and sub-command wiring."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from nexus import __version__
+from nexus.settings import Settings, get_settings
+
+app = typer.Typer(
+    name="nexus",
+    help="Nexus: a durable, horizontally scalable agent broker.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+db_app = typer.Typer(help="Database schema: migrations.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def _settings() -> Settings:
+    try:
+        return get_settings()
+    except ValidationError as error:
+        errors.print(f"[red]configuration error[/red]: {error}")
+        raise typer.Exit(2) from error
+
+
+@app.command()
+def version() -> None:
+    """Print the Nexus version."""
+    console.print(__version__)
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
+    """Apply database migrations up to REVISION (default: the latest)."""
+    from nexus.db.engine import build_engine
+    from nexus.db.migrate import current_revision, upgrade
+
+    settings = _settings()
+    try:
+        upgrade(settings.database_url, revision)
+        engine = build_engine(settings.database_url)
+        try:
+            reached = current_revision(engine)
+        finally:
+            engine.dispose()
+    except Exception as error:
+        errors.print(f"[red]migration failed[/red]: {type(error).__name__}: {error}")
+        raise typer.Exit(1) from error
+    console.print(f"database is at revision [bold]{reached}[/bold]")
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Check the database, migrations, Redis, broker and model; say what to fix."""
+    from nexus.doctor import run_checks
+
+    checks = run_checks(_settings())
+    if as_json:
+        typer.echo(json.dumps([asdict(check) for check in checks], indent=2))
+    else:
+        table = Table(title="nexus doctor")
+        for column in ("check", "status", "detail", "fix"):
+            table.add_column(column)
+        colour = {"ok": "green", "warn": "yellow", "fail": "red"}
+        for check in checks:
+            table.add_row(
+                check.name,
+                f"[{colour[check.status]}]{check.status}[/]",
+                check.detail,
+                check.fix or "",
+            )
+        console.print(table)
+    if any(check.status == "fail" for check in checks):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()

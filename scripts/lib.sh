@@ -1,0 +1,81 @@
+# Shared by scripts/dev and scripts/test: a virtualenv with Nexus installed, and the
+# services the tests need. Sourced, not run.
+
+NEXUS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${NEXUS_VENV:-$NEXUS_ROOT/.venv}"
+
+say() { printf '\033[1m==>\033[0m %s\n' "$*"; }
+die() { printf '\033[31merror:\033[0m %s\n' "$*" >&2; exit 1; }
+
+# Create the virtualenv and install Nexus (with the given extra, e.g. "dev") into it.
+# Reinstalls only when pyproject.toml changed, so a second run starts at once.
+bootstrap_venv() {
+  local extra="${1:-}"
+  local python="${PYTHON:-python3}"
+  command -v "$python" >/dev/null || die "$python not found: Nexus needs Python 3.11 or newer"
+  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "Nexus needs Python 3.11 or newer; $python is $("$python" --version 2>&1)"
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating the virtualenv in $VENV"
+    "$python" -m venv "$VENV" || die "could not create a virtualenv (on Debian: apt-get install python3-venv)"
+  fi
+  local spec="."
+  [ -n "$extra" ] && spec=".[$extra]"
+  local stamp="$VENV/.nexus-installed-$extra"
+  local want
+  want="$(sha256sum "$NEXUS_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "installing Nexus ${extra:+with [$extra] }into the virtualenv"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip >/dev/null
+    (cd "$NEXUS_ROOT" && "$VENV/bin/python" -m pip install --quiet -e "$spec") \
+      || die "pip install failed (see above)"
+    echo "$want" > "$stamp"
+  fi
+}
+
+# 0 when something accepts TCP connections on host:port.
+port_open() {
+  "$VENV/bin/python" - "$1" "$2" <<'PY'
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()
+except OSError:
+    sys.exit(1)
+PY
+}
+
+wait_for_port() {
+  local host="$1" port="$2" name="$3"
+  for _ in $(seq 1 60); do
+    port_open "$host" "$port" && return 0
+    sleep 0.5
+  done
+  die "$name did not start listening on $host:$port within 30 s"
+}
+
+# Start PostgreSQL when it is installed but stopped; fail loudly when it is missing.
+ensure_postgres() {
+  port_open 127.0.0.1 5432 && return 0
+  if command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ] && [ -n "$(ls /etc/postgresql)" ]; then
+    say "starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start \
+      || die "PostgreSQL is installed but would not start"
+    wait_for_port 127.0.0.1 5432 PostgreSQL
+    return 0
+  fi
+  die "PostgreSQL is not running on 127.0.0.1:5432 and is not installed. Install it (apt-get install postgresql) or set NEXUS_TEST_POSTGRES_URL to a server the tests may create databases on."
+}
+
+# Start Redis when it is installed but stopped; fail loudly when it is missing.
+ensure_redis() {
+  port_open 127.0.0.1 6379 && return 0
+  if command -v redis-server >/dev/null; then
+    say "starting Redis"
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log || die "Redis is installed but would not start"
+    wait_for_port 127.0.0.1 6379 Redis
+    return 0
+  fi
+  die "Redis is not running on 127.0.0.1:6379 and is not installed. Install it (apt-get install redis-server) or set NEXUS_TEST_REDIS_URL."
+}

@@ -1,0 +1,124 @@
+"""The `nexus` CLI: migrations and doctor, against real SQLite, Postgres and Redis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+from typer.testing import CliRunner
+
+from nexus.cli.app import app
+from nexus.db.engine import build_engine
+from nexus.settings import get_settings
+from tests.services import REDIS_URL
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for name in (
+        "NEXUS_DATABASE_URL",
+        "NEXUS_REDIS_URL",
+        "NEXUS_BROKER_URL",
+        "NEXUS_MODEL",
+        "ANTHROPIC_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def _doctor(*args: str) -> tuple[int, list[dict[str, str]]]:
+    get_settings.cache_clear()  # each test changes the environment between invocations
+    result = runner.invoke(app, ["doctor", "--json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _by_name(checks: list[dict[str, str]]) -> dict[str, dict[str, str]]:
+    return {check["name"]: check for check in checks}
+
+
+def test_db_upgrade_builds_the_embedded_ledger(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["db", "upgrade"])
+    assert result.exit_code == 0, result.output
+    assert "0001" in result.output
+    engine = build_engine(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
+    try:
+        assert {"sessions", "turns", "queue_items"} <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    # Running it again is harmless.
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+
+
+def test_doctor_names_missing_migrations_and_the_fix() -> None:
+    code, checks = _doctor()
+    assert code == 1
+    migrations = _by_name(checks)["migrations"]
+    assert migrations["status"] == "fail"
+    assert migrations["fix"] == "run: nexus db upgrade"
+    runner.invoke(app, ["db", "upgrade"])
+    code, checks = _doctor()
+    assert code == 0
+    assert {c["status"] for c in checks} == {"ok"}
+    assert "scripted" in _by_name(checks)["model"]["detail"]
+
+
+def test_doctor_is_green_on_real_postgres_and_redis(
+    monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    monkeypatch.setenv("NEXUS_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("NEXUS_REDIS_URL", REDIS_URL)
+    code, checks = _doctor()
+    assert code == 0, checks
+    named = _by_name(checks)
+    assert named["database"]["status"] == named["redis"]["status"] == "ok"
+    assert named["broker"]["detail"] == "Celery uses the Redis above"
+
+
+def test_doctor_reports_an_unreachable_redis(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner.invoke(app, ["db", "upgrade"])
+    monkeypatch.setenv("NEXUS_REDIS_URL", "redis://127.0.0.1:1/0")
+    code, checks = _doctor()
+    assert code == 1
+    redis_check = _by_name(checks)["redis"]
+    assert redis_check["status"] == "fail"
+    assert "NEXUS_REDIS_URL" in redis_check["fix"]
+
+
+def test_doctor_reports_an_unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEXUS_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    code, checks = _doctor()
+    assert code == 1
+    assert _by_name(checks)["database"]["status"] == "fail"
+
+
+def test_doctor_wants_a_key_for_a_claude_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner.invoke(app, ["db", "upgrade"])
+    monkeypatch.setenv("NEXUS_MODEL", "claude-sonnet-4-5")
+    code, checks = _doctor()
+    assert code == 1
+    assert "ANTHROPIC_API_KEY" in _by_name(checks)["model"]["detail"]
+
+
+def test_bad_configuration_exits_2_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEXUS_DATABASE_URL", "just-a-file.db")
+    result = runner.invoke(app, ["doctor"])
+    assert result.exit_code == 2
+    assert "NEXUS_DATABASE_URL" in result.output
+
+
+def test_the_installed_entry_point_runs() -> None:
+    nexus = Path(sys.executable).with_name("nexus")
+    completed = subprocess.run(
+        [str(nexus), "version"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert completed.stdout.strip() == "0.1.0"
