@@ -26,9 +26,12 @@ bootstrap_venv() {
   want="$(sha256sum "$NEXUS_ROOT/pyproject.toml" | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     say "installing Nexus ${extra:+with [$extra] }into the virtualenv"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip >/dev/null
-    (cd "$NEXUS_ROOT" && "$VENV/bin/python" -m pip install --quiet -e "$spec") \
-      || die "pip install failed (see above)"
+    local log="$VENV/pip-install.log"
+    if ! (cd "$NEXUS_ROOT" && "$VENV/bin/python" -m pip install --upgrade pip \
+          && "$VENV/bin/python" -m pip install -e "$spec") >"$log" 2>&1; then
+      tail -40 "$log" >&2
+      die "pip install failed (full log: $log)"
+    fi
     echo "$want" > "$stamp"
   fi
 }

@@ -99,8 +99,9 @@ def build_chain(
 ) -> list[str]:
     """Commit `count` turns onto the session's head; returns the chain's turn ids in order.
 
-    With `compact_every`, each time that many normal turns have passed a compaction turn
-    is committed that keeps the last `keep` turns.
+    With `compact_every`, every turn whose depth is a multiple of it is a compaction turn
+    that keeps the last `keep` normal turns; so heads at depths 100 and 10,000 sit at the
+    same place relative to their latest compaction.
     """
     epoch = ledger.sessions.claim(session.id)
     current = ledger.sessions.get(session.id)
@@ -108,9 +109,10 @@ def build_chain(
     head = current.thread_id
     chain: list[str] = []
     normal: list[str] = []
-    since_compaction = 0
+    depth = current_depth(ledger, head)
     for index in range(count):
-        if compact_every and since_compaction == compact_every and head is not None:
+        depth += 1
+        if compact_every and depth % compact_every == 0 and head is not None:
             kept = normal[-keep:] if keep else []
             draft = compaction_turn(
                 session,
@@ -120,13 +122,19 @@ def build_chain(
                 summarized_through=normal[-keep - 1] if len(normal) > keep else None,
                 turns_summarized=len(normal) - len(kept),
             )
-            since_compaction = 0
         else:
             draft = text_turn(session, head, f"question {index}")
             normal.append(draft.id)
-            since_compaction += 1
         outcome = ledger.turns.commit(draft, epoch=epoch)
         assert outcome.committed, outcome.reason
         head = draft.id
         chain.append(draft.id)
     return chain
+
+
+def current_depth(ledger: Ledger, head: str | None) -> int:
+    if head is None:
+        return 0
+    thread = ledger.threads.get_thread(head)
+    assert thread is not None
+    return thread.depth

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import Connection, text
 
 from nexus.db import Database
 from nexus.ledger.enums import SessionOrigin, TurnStatus
@@ -88,8 +89,8 @@ def test_context_without_compaction_is_the_whole_chain(database: Database) -> No
 def test_context_after_compaction_is_summary_plus_kept_turns(database: Database) -> None:
     with database.unit_of_work() as uow:
         session = new_session(uow.ledger)
-        # 10 normal turns, a compaction keeping the last 3, then 2 more turns.
-        chain = build_chain(uow.ledger, session, 13, compact_every=10, keep=3)
+        # 10 normal turns, a compaction (depth 11) keeping the last 3, then 2 more turns.
+        chain = build_chain(uow.ledger, session, 13, compact_every=11, keep=3)
         context = uow.ledger.threads.read_context(chain[-1])
         everything = uow.ledger.threads.read_ancestry(chain[-1])
     compaction_id = chain[10]
@@ -104,12 +105,27 @@ def test_context_after_compaction_is_summary_plus_kept_turns(database: Database)
 def test_recursive_compactions_keep_only_the_newest_summary(database: Database) -> None:
     with database.unit_of_work() as uow:
         session = new_session(uow.ledger)
-        chain = build_chain(uow.ledger, session, 60, compact_every=10, keep=3)
+        # Compactions at depths 11, 22, 33, 44 and 55; the head is at depth 60.
+        chain = build_chain(uow.ledger, session, 60, compact_every=11, keep=3)
         context = uow.ledger.threads.read_context(chain[-1])
     assert context.compaction is not None
+    assert context.compaction.turn_id == chain[54]
     assert context.compaction.summary == "summary through turn 50"
     assert all(v.turn.turn_type == "normal" for v in context.turns)
     assert len(context.turns) == 3 + 5  # kept turns + turns since the compaction
+
+
+def _tuples_touched(connection: Connection) -> int:
+    """Rows Postgres itself fetched or scanned in this transaction, over the ledger tables."""
+    return int(
+        connection.execute(
+            text(
+                "SELECT COALESCE(SUM(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)), 0) "
+                "FROM pg_stat_xact_user_tables "
+                "WHERE relname IN ('threads', 'turns', 'messages', 'tool_calls', 'compactions')"
+            )
+        ).scalar_one()
+    )
 
 
 @pytest.mark.slow
@@ -119,12 +135,38 @@ def test_context_read_cost_does_not_grow_with_depth(database: Database) -> None:
         session = new_session(uow.ledger)
         chain = build_chain(uow.ledger, session, 10_000, compact_every=50, keep=10)
         uow.commit()
-    # Both heads sit at the same offset after a compaction (every 51st turn is one).
-    shallow, deep = chain[99], chain[9_999]
-    with database.unit_of_work() as uow:
-        shallow_read = uow.ledger.threads.read_context(shallow)
-        deep_read = uow.ledger.threads.read_context(deep)
-    assert shallow_read.head is not None and shallow_read.head.depth == 100
-    assert deep_read.head is not None and deep_read.head.depth == 10_000
-    assert deep_read.rows_read <= shallow_read.rows_read
-    assert len(deep_read.turns) <= 10 + 50
+    # Heads at depth 100 / 10,000 are compaction turns; at 99 / 9,999 they are the worst
+    # case, 49 turns after the latest compaction. Each pair sits at the same offset.
+    pairs = {
+        "at a compaction": (chain[99], chain[9_999]),
+        "49 turns after": (chain[98], chain[9_998]),
+    }
+    for shallow, deep in pairs.values():
+        with database.unit_of_work() as uow:
+            shallow_read = uow.ledger.threads.read_context(shallow)
+            deep_read = uow.ledger.threads.read_context(deep)
+        assert shallow_read.head is not None and deep_read.head is not None
+        assert deep_read.head.depth - shallow_read.head.depth == 9_900
+        assert len(deep_read.turns) == len(shallow_read.turns) <= 10 + 49
+        assert deep_read.rows_read <= shallow_read.rows_read
+
+    if database.dialect == "postgresql":
+        # The database's own counters, not the repository's word for it. Statistics are
+        # refreshed first so that autovacuum cannot change the plans between the reads.
+        with database.engine.connect() as connection:
+            connection.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
+        for name, (shallow, deep) in pairs.items():
+            touched = {}
+            for label, head in (("shallow", shallow), ("deep", deep)):
+                with database.unit_of_work() as uow:
+                    before = _tuples_touched(uow.connection)
+                    uow.ledger.threads.read_context(head)
+                    touched[label] = _tuples_touched(uow.connection) - before
+            print(f"pg tuples touched, {name}: {touched}")
+            assert 0 < touched["deep"] <= touched["shallow"], (name, touched)
+        with database.unit_of_work() as uow:
+            before = _tuples_touched(uow.connection)
+            uow.ledger.threads.read_ancestry(chain[9_999])
+            full = _tuples_touched(uow.connection) - before
+        print(f"pg tuples touched by the full ancestry read at depth 10,000: {full}")
+        assert full > 50 * touched["deep"]  # the compaction bound is what saves this

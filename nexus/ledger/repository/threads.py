@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import CTE, Column, ColumnElement, Connection, Select, Table, select, true
 
 from nexus.ledger.enums import TurnType
 from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn, table_of
@@ -26,8 +26,6 @@ messages = table_of(Message)
 tool_calls = table_of(ToolCall)
 compactions = table_of(Compaction)
 
-_BATCH = 1000
-
 
 class ThreadRepository:
     def __init__(self, connection: Connection) -> None:
@@ -46,110 +44,141 @@ class ThreadRepository:
         ).one_or_none()
         if row is None:
             return None
-        return self._views([to_record(TurnRecord, row)])[0]
+        found_messages = self._conn.execute(
+            select(*columns_for(messages, MessageRecord))
+            .where(messages.c.turn_id == turn_id)
+            .order_by(messages.c.sequence)
+        )
+        found_calls = self._conn.execute(
+            select(*columns_for(tool_calls, ToolCallRecord))
+            .where(tool_calls.c.turn_id == turn_id)
+            .order_by(tool_calls.c.sequence)
+        )
+        return TurnView(
+            turn=to_record(TurnRecord, row),
+            messages=tuple(to_record(MessageRecord, r) for r in found_messages),
+            tool_calls=tuple(to_record(ToolCallRecord, r) for r in found_calls),
+        )
 
     def read_context(self, head_turn_id: str | None) -> ContextRead:
         """The latest compaction's summary plus the turns from its first kept turn to the head.
 
-        Four queries whatever the depth: the head's thread row (with the anchor's
-        compaction), the path from the head back to where the context starts, and the
-        messages and tool calls of those turns. Older compaction turns inside the kept range
-        are skipped: the newest summary already covers them.
+        A fixed number of index lookups per turn in the context, whatever the depth: the
+        head's thread row, its anchor's compaction (by primary key), then the path from the
+        head back to where the context starts with the turns, messages and tool calls on it.
+        Older compaction turns inside the kept range are skipped: the newest summary already
+        covers them.
         """
-        if head_turn_id is None:
+        head = self.get_thread(head_turn_id) if head_turn_id is not None else None
+        if head is None:
             return ContextRead(head=None, compaction=None, turns=(), rows_read=0)
-        row = self._conn.execute(
-            select(
-                *columns_for(threads, ThreadRecord),
-                compactions.c.summary,
-                compactions.c.summarized_through_turn_id,
-                compactions.c.first_kept_turn_id,
-                compactions.c.turns_summarized,
-                compactions.c.trigger,
-                compactions.c.instructions,
-            )
-            .select_from(threads)
-            .outerjoin(compactions, compactions.c.turn_id == threads.c.anchor_turn_id)
-            .where(threads.c.turn_id == head_turn_id)
-        ).one_or_none()
-        if row is None:
-            return ContextRead(head=None, compaction=None, turns=(), rows_read=0)
-        mapping = dict(row._mapping)
-        head = ThreadRecord.model_validate({k: mapping[k] for k in ThreadRecord.model_fields})
-        compaction: CompactionRecord | None = None
+        compaction = self._compaction(head.anchor_turn_id)
         stop_at = head.anchor_turn_id
-        if mapping["summary"] is not None:
-            compaction = CompactionRecord(
-                turn_id=head.anchor_turn_id,
-                summary=mapping["summary"],
-                summarized_through_turn_id=mapping["summarized_through_turn_id"],
-                first_kept_turn_id=mapping["first_kept_turn_id"],
-                turns_summarized=mapping["turns_summarized"],
-                trigger=mapping["trigger"],
-                instructions=mapping["instructions"],
-            )
-            stop_at = compaction.first_kept_turn_id or head.anchor_turn_id
-        path = self._path(head_turn_id, stop_at=stop_at, skip_compactions=True)
-        views = self._views(path)
-        rows = 1 + len(path) + sum(len(v.messages) + len(v.tool_calls) for v in views)
+        if compaction is not None and compaction.first_kept_turn_id is not None:
+            stop_at = compaction.first_kept_turn_id
+        views = self._walk(head.turn_id, stop_at=stop_at, skip_compactions=True)
+        rows = 1 + (compaction is not None) + len(views)
+        rows += sum(len(view.messages) + len(view.tool_calls) for view in views)
         return ContextRead(head=head, compaction=compaction, turns=tuple(views), rows_read=rows)
 
     def read_ancestry(self, turn_id: str) -> list[TurnView]:
         """Every turn from the root to `turn_id`, compactions included: the whole thread."""
-        return self._views(self._path(turn_id, stop_at=None, skip_compactions=False))
+        return self._walk(turn_id, stop_at=None, skip_compactions=False)
 
-    def _path(
+    def _compaction(self, turn_id: str) -> CompactionRecord | None:
+        row = self._conn.execute(
+            select(*columns_for(compactions, CompactionRecord)).where(
+                compactions.c.turn_id == turn_id
+            )
+        ).one_or_none()
+        return None if row is None else to_record(CompactionRecord, row)
+
+    def _walk(
         self, head_turn_id: str, *, stop_at: str | None, skip_compactions: bool
-    ) -> list[TurnRecord]:
-        """Turns from `head_turn_id` up to and including `stop_at` (or the root), root first."""
-        anchor = (
+    ) -> list[TurnView]:
+        """Turns from the root side of the walk to `head_turn_id`, with their rows, in order.
+
+        The walk climbs parent links from the head and stops once `stop_at` (the context
+        start; None for the root) is included.
+        """
+        start = (
             select(threads.c.turn_id, threads.c.parent_turn_id, threads.c.depth)
             .where(threads.c.turn_id == head_turn_id)
             .cte("path", recursive=True)
         )
         step = threads.alias("step")
-        walk = select(step.c.turn_id, step.c.parent_turn_id, step.c.depth).join(
-            anchor, step.c.turn_id == anchor.c.parent_turn_id
+        climb = select(step.c.turn_id, step.c.parent_turn_id, step.c.depth).join(
+            start, step.c.turn_id == start.c.parent_turn_id
         )
         if stop_at is not None:
-            # Stop climbing once the context start has been reached.
-            walk = walk.where(anchor.c.turn_id != stop_at)
-        path = anchor.union_all(walk)
-        query = (
-            select(*columns_for(turns, TurnRecord))
-            .join(path, turns.c.id == path.c.turn_id)
-            .order_by(path.c.depth)
-        )
-        if skip_compactions:
-            query = query.where(turns.c.turn_type == TurnType.NORMAL)
-        return [to_record(TurnRecord, row) for row in self._conn.execute(query)]
+            climb = climb.where(start.c.turn_id != stop_at)
+        path = start.union_all(climb)
 
-    def _views(self, turn_records: Sequence[TurnRecord]) -> list[TurnView]:
-        if not turn_records:
+        only_normal = turns.c.turn_type == TurnType.NORMAL if skip_compactions else None
+        turn_rows = self._per_turn(
+            path, turns, turns.c.id, columns_for(turns, TurnRecord), only_normal
+        )
+        records = [to_record(TurnRecord, row) for row in self._conn.execute(turn_rows)]
+        if not records:
             return []
-        ids = [turn.id for turn in turn_records]
         by_turn_messages: dict[str, list[MessageRecord]] = defaultdict(list)
+        message_rows = self._per_turn(
+            path, messages, messages.c.turn_id, columns_for(messages, MessageRecord)
+        )
+        for row in self._conn.execute(message_rows):
+            by_turn_messages[row.turn_id].append(to_record(MessageRecord, row))
         by_turn_calls: dict[str, list[ToolCallRecord]] = defaultdict(list)
-        # Batches keep a long ancestry under SQLite's limit on bound parameters.
-        for start in range(0, len(ids), _BATCH):
-            batch = ids[start : start + _BATCH]
-            for row in self._conn.execute(
-                select(*columns_for(messages, MessageRecord))
-                .where(messages.c.turn_id.in_(batch))
-                .order_by(messages.c.turn_id, messages.c.sequence)
-            ):
-                by_turn_messages[row.turn_id].append(to_record(MessageRecord, row))
-            for row in self._conn.execute(
-                select(*columns_for(tool_calls, ToolCallRecord))
-                .where(tool_calls.c.turn_id.in_(batch))
-                .order_by(tool_calls.c.turn_id, tool_calls.c.sequence)
-            ):
-                by_turn_calls[row.turn_id].append(to_record(ToolCallRecord, row))
+        call_rows = self._per_turn(
+            path, tool_calls, tool_calls.c.turn_id, columns_for(tool_calls, ToolCallRecord)
+        )
+        for row in self._conn.execute(call_rows):
+            by_turn_calls[row.turn_id].append(to_record(ToolCallRecord, row))
         return [
             TurnView(
                 turn=turn,
                 messages=tuple(by_turn_messages[turn.id]),
                 tool_calls=tuple(by_turn_calls[turn.id]),
             )
-            for turn in turn_records
+            for turn in records
         ]
+
+    def _per_turn(
+        self,
+        path: CTE,
+        table: Table,
+        turn_key: Column[Any],
+        columns: list[Column[Any]],
+        condition: ColumnElement[bool] | None = None,
+    ) -> Select[Any]:
+        """`table`'s rows for each turn on `path`, path order, as index lookups per turn.
+
+        On Postgres a plain join lets the planner hash-join the whole table against the
+        path, a scan that grows with the ledger; a fenced LATERAL subquery makes each lookup
+        an index probe keyed by the path row. SQLite drives nested loops from the small side
+        by itself (and has no LATERAL).
+        """
+        if self._conn.dialect.name == "postgresql":
+            probe = select(*columns).select_from(table).where(turn_key == path.c.turn_id)
+            if condition is not None:
+                probe = probe.where(condition)
+            # OFFSET 0 keeps the planner from pulling the subquery up into a plain join,
+            # which it would then hash against the whole table.
+            lateral = probe.offset(0).correlate(path).lateral(f"{table.name}_of_turn")
+            return (
+                select(*(lateral.c[column.name] for column in columns))
+                .select_from(path)
+                .join(lateral, true())
+                .order_by(path.c.depth, *_within_turn(lateral.c))
+            )
+        query = (
+            select(*columns)
+            .select_from(path)
+            .join(table, turn_key == path.c.turn_id)
+            .order_by(path.c.depth, *_within_turn(table.c))
+        )
+        return query if condition is None else query.where(condition)
+
+
+def _within_turn(columns: Any) -> list[Any]:
+    """Rows that belong to one turn (messages, tool calls) come in their `sequence` order."""
+    return [columns["sequence"]] if "sequence" in columns else []
