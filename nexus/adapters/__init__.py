@@ -1,0 +1,1 @@
+"""Adapters: inbound parsers and signature checks, outbound senders, external clients."""
