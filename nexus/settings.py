@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     github_webhook_secret: SecretStr | None = None
     webhook_secret: SecretStr | None = None
 
+    whatsapp_verify_token: SecretStr | None = None
+    # Inbound bodies above this are refused with 413 before they are read.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
     # Database pool sizing for the distributed mode; SQLite ignores it.
     db_pool_size: int = Field(default=5, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)

@@ -285,6 +285,7 @@ class EventDraft(Record):
     text: str | None = None
     attachments: tuple[dict[str, Any], ...] = ()
     reply_to: str | None = None
+    message_id: str | None = None
     occurred_at: int
     payload: dict[str, Any] = Field(default_factory=dict)
     contact_id: str | None = None
@@ -296,10 +297,16 @@ class EventRecord(Record):
     platform: str
     kind: str
     direction: str
+    space: str | None
     sender_id: str | None
+    sender_name: str | None
+    contact_id: str | None
     container_kind: str | None
     container_id: str | None
+    platform_thread_id: str | None
     text: str | None
+    reply_to: str | None
+    message_id: str | None
     occurred_at: int
     received_at: int
     status: str

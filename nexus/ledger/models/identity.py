@@ -37,6 +37,7 @@ class Event(Base):
     text: Mapped[str | None] = mapped_column(Text)
     attachments: Mapped[list[Any]] = mapped_column(default=list)
     reply_to: Mapped[str | None] = mapped_column(String(255))
+    message_id: Mapped[str | None] = mapped_column(String(255))  # the platform's, for replies
     occurred_at: Mapped[int] = mapped_column(Millis)
     received_at: Mapped[int] = mapped_column(Millis)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -14,6 +14,7 @@ from nexus.ledger.repository.errors import (
     NotFound,
 )
 from nexus.ledger.repository.events import EventRepository
+from nexus.ledger.repository.identity import IdentityRepository
 from nexus.ledger.repository.queue import QueueRepository
 from nexus.ledger.repository.sessions import SessionRepository
 from nexus.ledger.repository.threads import ThreadRepository
@@ -30,6 +31,7 @@ class Ledger:
         self.turns = TurnRepository(connection, clock)
         self.threads = ThreadRepository(connection)
         self.events = EventRepository(connection, clock)
+        self.identity = IdentityRepository(connection, clock)
         self.queue = QueueRepository(connection, clock)
 
 

@@ -253,6 +253,7 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("reply_to", sa.String(length=255), nullable=True),
+        sa.Column("message_id", sa.String(length=255), nullable=True),
         sa.Column("occurred_at", sa.BigInteger(), nullable=False),
         sa.Column("received_at", sa.BigInteger(), nullable=False),
         sa.Column(

@@ -1,0 +1,1 @@
+"""The HTTP surface: FastAPI app factory, inbound webhooks, REST and SSE."""

@@ -1,0 +1,20 @@
+"""What the API's routes share: settings, the database, adapters, the doorbell, a clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nexus.adapters.inbound.base import InboundAdapter
+from nexus.db import Database
+from nexus.ids import Clock
+from nexus.ingest.doorbell import Doorbell
+from nexus.settings import Settings
+
+
+@dataclass(frozen=True)
+class AppState:
+    settings: Settings
+    database: Database
+    adapters: dict[str, InboundAdapter]
+    doorbell: Doorbell
+    clock: Clock

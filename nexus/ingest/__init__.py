@@ -1,0 +1,1 @@
+"""Ingestion: verified platform events into the ledger, one transaction, then a doorbell."""

@@ -1,0 +1,28 @@
+"""The doorbell port: tell workers that durable work exists. Losing a ring loses nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Doorbell(Protocol):
+    """Rung only after commit; the relay re-rings from the database whatever was missed."""
+
+    def event_received(self, event_id: str) -> None: ...
+
+    def session_has_work(self, session_id: str) -> None: ...
+
+
+@dataclass
+class RecordingDoorbell:
+    """The in-process twin: remembers every ring (tests, and wiring checks)."""
+
+    events: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+
+    def event_received(self, event_id: str) -> None:
+        self.events.append(event_id)
+
+    def session_has_work(self, session_id: str) -> None:
+        self.sessions.append(session_id)

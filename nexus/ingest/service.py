@@ -1,0 +1,69 @@
+"""Ingest: store verified events (and their senders) in one transaction, ring after commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from nexus.adapters.inbound.event import NexusEvent
+from nexus.db import UnitOfWork
+from nexus.ingest.doorbell import Doorbell
+from nexus.ledger.enums import MessageSource
+from nexus.ledger.records import EventDraft
+
+IGNORED = "ignored"
+
+
+@dataclass(frozen=True)
+class Ingested:
+    event_id: str
+    stored: bool  # False when this was a redelivery of an event stored before
+    routable: bool
+
+
+def _draft(event: NexusEvent, contact_id: str | None) -> EventDraft:
+    return EventDraft(
+        id=event.id,
+        adapter=event.adapter,
+        platform=event.platform,
+        kind=event.kind,
+        source=MessageSource.WEBHOOK if event.adapter == "webhook" else MessageSource.HUMAN,
+        space=event.space,
+        sender_id=event.sender.id if event.sender else None,
+        sender_name=event.sender.display_name if event.sender else None,
+        container_kind=event.container.kind if event.container else None,
+        container_id=event.container.id if event.container else None,
+        platform_thread_id=event.platform_thread_id,
+        text=event.text,
+        attachments=tuple(a.model_dump(exclude_none=True) for a in event.attachments),
+        reply_to=event.reply_to,
+        message_id=event.message_id,
+        occurred_at=event.occurred_at,
+        payload=event.raw,
+        contact_id=contact_id,
+    )
+
+
+def ingest(uow: UnitOfWork, events: Sequence[NexusEvent], doorbell: Doorbell) -> list[Ingested]:
+    """Record `events` in the caller's unit of work; the caller commits, then answers 2xx.
+
+    A routable event from a person also records the sender as a contact (creating their
+    entity on first contact) and rings the router once the transaction has committed. An
+    event that will not become a turn is stored with its disposition at once: nothing a
+    platform sends is dropped without a trace.
+    """
+    results: list[Ingested] = []
+    for event in events:
+        contact_id = None
+        if event.routable and event.sender is not None:
+            contact_id = uow.ledger.identity.touch_contact(
+                event.platform, event.sender.id, event.sender.display_name
+            )
+        stored = uow.ledger.events.insert(_draft(event, contact_id))
+        if stored and not event.routable:
+            uow.ledger.events.mark_processed(event.id, IGNORED, event.ignore_reason)
+        if stored and event.routable:
+            uow.after_commit(partial(doorbell.event_received, event.id))
+        results.append(Ingested(event_id=event.id, stored=stored, routable=event.routable))
+    return results
