@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import CTE, Column, ColumnElement, Connection, Select, Table, select, true
+from sqlalchemy import (
+    CTE,
+    Column,
+    ColumnElement,
+    Connection,
+    Select,
+    String,
+    Table,
+    bindparam,
+    or_,
+    select,
+    true,
+)
 
 from nexus.ledger.enums import TurnType
 from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn, table_of
@@ -101,37 +113,16 @@ class ThreadRepository:
         The walk climbs parent links from the head and stops once `stop_at` (the context
         start; None for the root) is included.
         """
-        start = (
-            select(threads.c.turn_id, threads.c.parent_turn_id, threads.c.depth)
-            .where(threads.c.turn_id == head_turn_id)
-            .cte("path", recursive=True)
-        )
-        step = threads.alias("step")
-        climb = select(step.c.turn_id, step.c.parent_turn_id, step.c.depth).join(
-            start, step.c.turn_id == start.c.parent_turn_id
-        )
-        if stop_at is not None:
-            climb = climb.where(start.c.turn_id != stop_at)
-        path = start.union_all(climb)
-
-        only_normal = turns.c.turn_type == TurnType.NORMAL if skip_compactions else None
-        turn_rows = self._per_turn(
-            path, turns, turns.c.id, columns_for(turns, TurnRecord), only_normal
-        )
-        records = [to_record(TurnRecord, row) for row in self._conn.execute(turn_rows)]
+        statements = _WALKS[(self._conn.dialect.name == "postgresql", skip_compactions)]
+        params = {"head": head_turn_id, "stop": stop_at}
+        records = [to_record(TurnRecord, row) for row in self._conn.execute(statements[0], params)]
         if not records:
             return []
         by_turn_messages: dict[str, list[MessageRecord]] = defaultdict(list)
-        message_rows = self._per_turn(
-            path, messages, messages.c.turn_id, columns_for(messages, MessageRecord)
-        )
-        for row in self._conn.execute(message_rows):
+        for row in self._conn.execute(statements[1], params):
             by_turn_messages[row.turn_id].append(to_record(MessageRecord, row))
         by_turn_calls: dict[str, list[ToolCallRecord]] = defaultdict(list)
-        call_rows = self._per_turn(
-            path, tool_calls, tool_calls.c.turn_id, columns_for(tool_calls, ToolCallRecord)
-        )
-        for row in self._conn.execute(call_rows):
+        for row in self._conn.execute(statements[2], params):
             by_turn_calls[row.turn_id].append(to_record(ToolCallRecord, row))
         return [
             TurnView(
@@ -142,43 +133,87 @@ class ThreadRepository:
             for turn in records
         ]
 
-    def _per_turn(
-        self,
-        path: CTE,
-        table: Table,
-        turn_key: Column[Any],
-        columns: list[Column[Any]],
-        condition: ColumnElement[bool] | None = None,
-    ) -> Select[Any]:
-        """`table`'s rows for each turn on `path`, path order, as index lookups per turn.
-
-        On Postgres a plain join lets the planner hash-join the whole table against the
-        path, a scan that grows with the ledger; a fenced LATERAL subquery makes each lookup
-        an index probe keyed by the path row. SQLite drives nested loops from the small side
-        by itself (and has no LATERAL).
-        """
-        if self._conn.dialect.name == "postgresql":
-            probe = select(*columns).select_from(table).where(turn_key == path.c.turn_id)
-            if condition is not None:
-                probe = probe.where(condition)
-            # OFFSET 0 keeps the planner from pulling the subquery up into a plain join,
-            # which it would then hash against the whole table.
-            lateral = probe.offset(0).correlate(path).lateral(f"{table.name}_of_turn")
-            return (
-                select(*(lateral.c[column.name] for column in columns))
-                .select_from(path)
-                .join(lateral, true())
-                .order_by(path.c.depth, *_within_turn(lateral.c))
-            )
-        query = (
-            select(*columns)
-            .select_from(path)
-            .join(table, turn_key == path.c.turn_id)
-            .order_by(path.c.depth, *_within_turn(table.c))
-        )
-        return query if condition is None else query.where(condition)
-
 
 def _within_turn(columns: Any) -> list[Any]:
     """Rows that belong to one turn (messages, tool calls) come in their `sequence` order."""
     return [columns["sequence"]] if "sequence" in columns else []
+
+
+def _path() -> CTE:
+    """Thread rows from :head up its parent links, including :stop (NULL: up to the root)."""
+    start = (
+        select(threads.c.turn_id, threads.c.parent_turn_id, threads.c.depth)
+        .where(threads.c.turn_id == bindparam("head"))
+        .cte("path", recursive=True)
+    )
+    step = threads.alias("step")
+    climb = (
+        select(step.c.turn_id, step.c.parent_turn_id, step.c.depth)
+        .join(start, step.c.turn_id == start.c.parent_turn_id)
+        .where(or_(bindparam("stop", type_=String).is_(None), start.c.turn_id != bindparam("stop")))
+    )
+    return start.union_all(climb)
+
+
+def _per_turn(
+    postgres: bool,
+    path: CTE,
+    table: Table,
+    turn_key: Column[Any],
+    columns: list[Column[Any]],
+    condition: ColumnElement[bool] | None = None,
+) -> Select[Any]:
+    """`table`'s rows for each turn on `path`, path order, as index lookups per turn.
+
+    On Postgres a plain join lets the planner hash-join the whole table against the path,
+    a scan that grows with the ledger; a fenced LATERAL subquery makes each lookup an index
+    probe keyed by the path row. SQLite drives nested loops from the small side by itself
+    (and has no LATERAL).
+    """
+    if postgres:
+        probe = select(*columns).select_from(table).where(turn_key == path.c.turn_id)
+        if condition is not None:
+            probe = probe.where(condition)
+        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
+        # it would then hash against the whole table.
+        lateral = probe.offset(0).correlate(path).lateral(f"{table.name}_of_turn")
+        return (
+            select(*(lateral.c[column.name] for column in columns))
+            .select_from(path)
+            .join(lateral, true())
+            .order_by(path.c.depth, *_within_turn(lateral.c))
+        )
+    query = (
+        select(*columns)
+        .select_from(path)
+        .join(table, turn_key == path.c.turn_id)
+        .order_by(path.c.depth, *_within_turn(table.c))
+    )
+    return query if condition is None else query.where(condition)
+
+
+def _walk_statements(postgres: bool, skip_compactions: bool) -> tuple[Select[Any], ...]:
+    path = _path()
+    only_normal = turns.c.turn_type == TurnType.NORMAL if skip_compactions else None
+    return (
+        _per_turn(postgres, path, turns, turns.c.id, columns_for(turns, TurnRecord), only_normal),
+        _per_turn(
+            postgres, path, messages, messages.c.turn_id, columns_for(messages, MessageRecord)
+        ),
+        _per_turn(
+            postgres,
+            path,
+            tool_calls,
+            tool_calls.c.turn_id,
+            columns_for(tool_calls, ToolCallRecord),
+        ),
+    )
+
+
+# Reads run on every turn, so their statements are built once: constructing the CTE and
+# its aliases per call cost more than the queries. Keyed by (postgres?, skip compactions?).
+_WALKS = {
+    (postgres, skip): _walk_statements(postgres, skip)
+    for postgres in (True, False)
+    for skip in (True, False)
+}

@@ -1,0 +1,273 @@
+"""Ledger benchmark: repository turn commits vs a bare Core write, and context reads by depth.
+
+Run: python -m bench.ledger [--quick] [--postgres-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import bindparam, create_engine, insert, select, text, update
+from sqlalchemy.engine import make_url
+
+from nexus.db import Database
+from nexus.db.migrate import upgrade
+from nexus.ids import new_id, now_ms
+from nexus.ledger.models import Message, Session, Turn, table_of
+from nexus.ledger.records import NewSession, SessionRecord
+from tests.support import build_chain, text_turn
+
+RESULTS = Path(__file__).with_name("results")
+DEFAULT_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+
+sessions, turns, messages = table_of(Session), table_of(Turn), table_of(Message)
+
+# The floor: the least a per-turn write can do. Statements are built once, like ours.
+_LOCK = (
+    select(sessions.c.thread_id, sessions.c.epoch)
+    .where(sessions.c.id == bindparam("sid"))
+    .with_for_update()
+)
+_TURN = insert(turns)
+_MESSAGES = insert(messages)
+_POINT = (
+    update(sessions).where(sessions.c.id == bindparam("sid")).values(thread_id=bindparam("head"))
+)
+
+
+@contextmanager
+def postgres_database(admin_url: str) -> Iterator[str]:
+    """A fresh, migrated database, dropped afterwards whatever happens."""
+    name = f"nexus_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextmanager
+def sqlite_database() -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite:///{directory}/bench.db"
+        upgrade(url)
+        yield url
+
+
+def _session(database: Database, label: str) -> tuple[SessionRecord, int]:
+    with database.unit_of_work() as uow:
+        agent = uow.ledger.agents.ensure("bench")
+        session = uow.ledger.sessions.create(NewSession(label=label, persona_id=agent.id))
+        epoch = uow.ledger.sessions.claim(session.id)
+        uow.commit()
+    return session, epoch
+
+
+class RepositoryWriter:
+    """Commits through the repository: one unit of work per turn, as a worker would."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.session, self.epoch = _session(database, "bench-repository")
+        self.head: str | None = None
+
+    def commit(self) -> None:
+        draft = text_turn(self.session, self.head, "how are you?", "fine, thanks")
+        with self.database.unit_of_work() as uow:
+            if not uow.ledger.turns.commit(draft, epoch=self.epoch).committed:
+                raise RuntimeError("the benchmark's own commit was fenced")
+            uow.commit()
+        self.head = draft.id
+
+
+class BareWriter:
+    """SELECT … FOR UPDATE, INSERT turn, INSERT 2 messages, UPDATE pointer: nothing else."""
+
+    def __init__(self, database: Database) -> None:
+        self.engine = database.engine
+        self.session, self.epoch = _session(database, "bench-bare")
+        self.head: str | None = None
+
+    def commit(self) -> None:
+        turn_id, now = new_id(), now_ms()
+        with self.engine.begin() as connection:
+            connection.execute(_LOCK, {"sid": self.session.id}).one()
+            connection.execute(
+                _TURN,
+                {
+                    "id": turn_id,
+                    "session_id": self.session.id,
+                    "parent_turn_id": self.head,
+                    "turn_type": "normal",
+                    "status": "completed",
+                    "epoch": self.epoch,
+                    "started_at": now,
+                    "completed_at": now,
+                },
+            )
+            connection.execute(
+                _MESSAGES,
+                [
+                    {
+                        "id": new_id(),
+                        "turn_id": turn_id,
+                        "sequence": 1,
+                        "role": "user",
+                        "content": {"text": "how are you?"},
+                        "created_at": now,
+                    },
+                    {
+                        "id": new_id(),
+                        "turn_id": turn_id,
+                        "sequence": 2,
+                        "role": "assistant",
+                        "content": {"text": "fine, thanks"},
+                        "created_at": now,
+                    },
+                ],
+            )
+            connection.execute(_POINT, {"sid": self.session.id, "head": turn_id})
+        self.head = turn_id
+
+
+def _rate(commit: Callable[[], None], count: int) -> float:
+    started = time.perf_counter()
+    for _ in range(count):
+        commit()
+    return count / (time.perf_counter() - started)
+
+
+def measure_commits(url: str, *, rounds: int, per_round: int) -> dict[str, float]:
+    """Median commits/s of each writer; rounds alternate so noise hits both alike."""
+    database = Database(url)
+    try:
+        repository, bare = RepositoryWriter(database), BareWriter(database)
+        _rate(repository.commit, per_round)  # warm-up: pools, caches, statement compilation
+        _rate(bare.commit, per_round)
+        rates: dict[str, list[float]] = {"repository": [], "bare": []}
+        for index in range(rounds):
+            order = [("repository", repository), ("bare", bare)]
+            for name, writer in order if index % 2 == 0 else reversed(order):
+                rates[name].append(_rate(writer.commit, per_round))
+        result = {name: statistics.median(values) for name, values in rates.items()}
+        result["ratio"] = result["repository"] / result["bare"]
+        return result
+    finally:
+        database.dispose()
+
+
+def _median_ms(action: Callable[[], object], repetitions: int) -> float:
+    samples = []
+    for _ in range(repetitions):
+        started = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def measure_reads(url: str, *, depths: list[int], repetitions: int) -> dict[str, Any]:
+    """Context and full-ancestry read times at each depth of one chain (compaction every 50)."""
+    database = Database(url)
+    try:
+        session, _ = _session(database, "bench-reads")
+        with database.unit_of_work() as uow:
+            chain = build_chain(uow.ledger, session, max(depths), compact_every=50, keep=10)
+            uow.commit()
+        if database.dialect == "postgresql":
+            with database.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
+        out: dict[str, Any] = {}
+        # One read transaction per measurement, as context assembly would open.
+        for depth in depths:
+            head = chain[depth - 1]
+
+            def context(head: str = head) -> object:
+                with database.unit_of_work() as uow:
+                    return uow.ledger.threads.read_context(head)
+
+            def ancestry(head: str = head) -> object:
+                with database.unit_of_work() as uow:
+                    return uow.ledger.threads.read_ancestry(head)
+
+            read = context()
+            out[str(depth)] = {
+                "context_ms": _median_ms(context, repetitions),
+                "rows_read": read.rows_read,  # type: ignore[attr-defined]
+                "ancestry_ms": _median_ms(ancestry, max(3, repetitions // 10)),
+            }
+        first, last = str(depths[0]), str(depths[-1])
+        out["ratio"] = out[last]["context_ms"] / out[first]["context_ms"]
+        return out
+    finally:
+        database.dispose()
+
+
+def _table(results: dict[str, Any], depths: list[int]) -> str:
+    lines = [
+        "| database | repository commits/s | bare Core commits/s | ratio (target ≥ 0.80) |",
+        "|---|---|---|---|",
+    ]
+    for name, found in results.items():
+        c = found["commits"]
+        lines.append(f"| {name} | {c['repository']:.0f} | {c['bare']:.0f} | {c['ratio']:.2f} |")
+    header = " | ".join(f"depth {d:,}" for d in depths)
+    lines += [
+        "",
+        f"| database | read | {header} | deepest / shallowest (target ≤ 2) |",
+        "|---|---|" + "---|" * len(depths) + "---|",
+    ]
+    for name, found in results.items():
+        reads = found["reads"]
+        context = " | ".join(
+            f"{reads[str(d)]['context_ms']:.2f} ms ({reads[str(d)]['rows_read']} rows)"
+            for d in depths
+        )
+        ancestry = " | ".join(f"{reads[str(d)]['ancestry_ms']:.1f} ms" for d in depths)
+        lines.append(f"| {name} | context | {context} | {reads['ratio']:.2f} |")
+        lines.append(f"| {name} | full ancestry | {ancestry} | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer, shallower")
+    parser.add_argument("--postgres-url", default=DEFAULT_ADMIN_URL, help="admin URL")
+    args = parser.parse_args()
+    rounds, per_round = (3, 100) if args.quick else (7, 300)
+    depths = [100, 1_000] if args.quick else [100, 1_000, 10_000]
+    repetitions = 20 if args.quick else 50
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    for name, database in (
+        ("postgres", postgres_database(args.postgres_url)),
+        ("sqlite", sqlite_database()),
+    ):
+        with database as url:
+            results[name] = {
+                "commits": measure_commits(url, rounds=rounds, per_round=per_round),
+                "reads": measure_reads(url, depths=depths, repetitions=repetitions),
+            }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ledger.json").write_text(json.dumps(results, indent=2))
+    print(_table(results, depths))
+    print(f"\n{time.perf_counter() - started:.0f} s; JSON in {RESULTS / 'ledger.json'}")
+
+
+if __name__ == "__main__":
+    main()
