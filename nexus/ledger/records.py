@@ -269,6 +269,15 @@ class ContextRead(Record):
     rows_read: int
 
 
+class EntityRecord(Record):
+    id: str
+    type: str
+    name: str
+    merged_into: str | None
+    tags: list[str]
+    is_owner: bool
+
+
 class EventDraft(Record):
     id: str = Field(min_length=1, max_length=255)
     adapter: str
@@ -297,6 +306,7 @@ class EventRecord(Record):
     platform: str
     kind: str
     direction: str
+    source: MessageSource | None
     space: str | None
     sender_id: str | None
     sender_name: str | None

@@ -26,6 +26,7 @@ class Ledger:
 
     def __init__(self, connection: Connection, *, clock: Clock = now_ms) -> None:
         self.connection = connection
+        self.clock = clock  # the ledger's notion of now, for callers that compare times
         self.agents = AgentRepository(connection, clock)
         self.sessions = SessionRepository(connection, clock)
         self.turns = TurnRepository(connection, clock)

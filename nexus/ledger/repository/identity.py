@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.models import Contact, Entity, table_of
-from nexus.ledger.repository._sql import upsert_insert
+from nexus.ledger.records import EntityRecord
+from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository.errors import LedgerConflict, NotFound
 
 contacts = table_of(Contact)
 entities = table_of(Entity)
@@ -88,3 +90,63 @@ class IdentityRepository:
                 return current
             current = parent
         raise RuntimeError(f"entity {entity_id!r} has a merge chain over {MAX_MERGE_HOPS} hops")
+
+    def get_entity(self, entity_id: str) -> EntityRecord | None:
+        row = self._conn.execute(
+            select(*columns_for(entities, EntityRecord)).where(entities.c.id == entity_id)
+        ).one_or_none()
+        return None if row is None else to_record(EntityRecord, row)
+
+    def create_entity(self, entity_id: str, *, kind: str, name: str) -> EntityRecord:
+        now = self._clock()
+        inserted = self._conn.execute(
+            upsert_insert(self._conn, entities)
+            .values(
+                id=entity_id,
+                type=kind,
+                name=name,
+                tags=[],
+                is_owner=False,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(entities.c.id)
+        ).scalar_one_or_none()
+        if inserted is None:
+            raise LedgerConflict(f"entity {entity_id!r} exists already")
+        created = self.get_entity(entity_id)
+        assert created is not None
+        return created
+
+    def merge(self, merged: str, *, into: str) -> None:
+        """Point `merged` at `into` (both must exist; refuses cycles and double merges)."""
+        for entity_id in (merged, into):
+            if self.get_entity(entity_id) is None:
+                raise NotFound(f"no entity {entity_id!r}")
+        if self.canonical_entity(into) == self.canonical_entity(merged):
+            raise LedgerConflict(f"{merged!r} and {into!r} are already the same person")
+        result = self._conn.execute(
+            update(entities)
+            .where(entities.c.id == merged, entities.c.merged_into.is_(None))
+            .values(merged_into=into, updated_at=self._clock())
+        )
+        if result.rowcount != 1:
+            raise LedgerConflict(f"{merged!r} was merged into another entity already")
+
+    def merge_group(self, entity_id: str) -> list[str]:
+        """Every entity whose canonical root is the same as `entity_id`'s, root first."""
+        root = self.canonical_entity(entity_id)
+        group, frontier = [root], [root]
+        while frontier:
+            children = list(
+                self._conn.execute(
+                    select(entities.c.id).where(entities.c.merged_into.in_(frontier))
+                ).scalars()
+            )
+            group.extend(children)
+            frontier = children
+        return group
+
+    def count_entities(self) -> int:
+        return int(self._conn.execute(select(func.count()).select_from(entities)).scalar_one())

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.enums import SessionOrigin, SessionStatus
-from nexus.ledger.models import Session, SessionAlias, SessionHistory, Thread, table_of
+from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus
+from nexus.ledger.models import Session, SessionAlias, SessionHistory, Thread, Turn, table_of
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import LabelTaken, NotForkable, NotFound
@@ -15,6 +15,7 @@ sessions = table_of(Session)
 aliases = table_of(SessionAlias)
 history = table_of(SessionHistory)
 threads = table_of(Thread)
+turns = table_of(Turn)
 
 
 class SessionRepository:
@@ -40,6 +41,25 @@ class SessionRepository:
             select(aliases.c.session_label).where(aliases.c.alias == label)
         ).scalar_one_or_none()
         return None if target is None else self.get_by_label(target)
+
+    def turn_count(self, session_id: str) -> int:
+        """How many turns this session's own chain holds (a fork's inherited ones excluded)."""
+        return int(
+            self._conn.execute(
+                select(func.count())
+                .select_from(turns)
+                .where(turns.c.session_id == session_id, turns.c.status.in_(CHAIN_STATUSES))
+            ).scalar_one()
+        )
+
+    def aliases_of(self, session_label: str) -> list[tuple[str, str | None]]:
+        """(alias, reason) pairs that resolve to `session_label`, oldest first."""
+        rows = self._conn.execute(
+            select(aliases.c.alias, aliases.c.reason)
+            .where(aliases.c.session_label == session_label)
+            .order_by(aliases.c.created_at, aliases.c.alias)
+        ).all()
+        return [(row.alias, row.reason) for row in rows]
 
     def _one(self, condition: object) -> SessionRecord | None:
         row = self._conn.execute(

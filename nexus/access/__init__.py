@@ -1,0 +1,1 @@
+"""Access: who is speaking, whether they may, and which session and persona answer."""
