@@ -161,9 +161,12 @@ def measure_commits(url: str, *, rounds: int, per_round: int) -> dict[str, float
         _rate(bare.commit, per_round)
         rates: dict[str, list[float]] = {"repository": [], "bare": []}
         for index in range(rounds):
-            order = [("repository", repository), ("bare", bare)]
-            for name, writer in order if index % 2 == 0 else reversed(order):
-                rates[name].append(_rate(writer.commit, per_round))
+            order: list[tuple[str, Callable[[], None]]] = [
+                ("repository", repository.commit),
+                ("bare", bare.commit),
+            ]
+            for name, commit in order if index % 2 == 0 else reversed(order):
+                rates[name].append(_rate(commit, per_round))
         result = {name: statistics.median(values) for name, values in rates.items()}
         result["ratio"] = result["repository"] / result["bare"]
         return result

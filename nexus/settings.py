@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     # Inbound bodies above this are refused with 413 before they are read.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
+    # The longest a turn may run; the broker's visibility timeout is set well above it.
+    turn_time_limit_seconds: int = Field(default=600, ge=1)
+    # Prefix for every broker key, so several deployments (or test runs) share one Redis.
+    broker_prefix: str | None = None
+
     # Database pool sizing for the distributed mode; SQLite ignores it.
     db_pool_size: int = Field(default=5, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)

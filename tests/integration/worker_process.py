@@ -1,0 +1,64 @@
+"""Start a real Celery worker process against the test Postgres and Redis."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.services import REDIS_URL
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_environment(database_url: str) -> dict[str, str]:
+    """Settings for a worker isolated from other runs sharing this Redis."""
+    return {
+        "NEXUS_DATABASE_URL": database_url,
+        "NEXUS_REDIS_URL": REDIS_URL,
+        "NEXUS_BROKER_PREFIX": f"nexus-test-{uuid.uuid4().hex[:8]}:",
+    }
+
+
+@contextmanager
+def celery_worker(
+    environment: dict[str, str], log_path: Path, *, queues: str = "events", timeout: float = 60
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A `celery worker` subprocess, ready to consume when the block starts."""
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", queues,
+         "-P", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat",
+         "-l", "INFO"],
+        cwd=ROOT,
+        env={**os.environ, **environment},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout
+        while b"ready." not in log_path.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{log_path.read_text()}")
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def wait_for(condition: object, *, timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)

@@ -1,0 +1,16 @@
+"""The doorbell over Celery: publish a task naming the work; the ledger holds the work."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+
+class CeleryDoorbell:
+    def __init__(self, app: Celery) -> None:
+        self._app = app
+
+    def event_received(self, event_id: str) -> None:
+        self._app.send_task("nexus.event.process", args=[event_id])
+
+    def session_has_work(self, session_id: str) -> None:
+        self._app.send_task("nexus.session.run", args=[session_id])
