@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from celery import Celery
 
+from nexus.ingest.doorbell import DeferredDoorbell, Doorbell
+from nexus.settings import Settings
+
 
 class CeleryDoorbell:
     def __init__(self, app: Celery) -> None:
@@ -14,3 +17,12 @@ class CeleryDoorbell:
 
     def session_has_work(self, session_id: str) -> None:
         self._app.send_task("nexus.session.run", args=[session_id])
+
+
+def doorbell_for(settings: Settings) -> Doorbell:
+    """Celery when a shared broker is configured; otherwise the relay will ring."""
+    if settings.broker_url.startswith("memory://"):
+        return DeferredDoorbell()
+    from workers.app import create_celery
+
+    return CeleryDoorbell(create_celery(settings))

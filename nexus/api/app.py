@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
 from nexus.adapters.inbound.registry import build_adapters
-from nexus.api import inbound
+from nexus.api import entities, events, inbound
+from nexus.api.auth import TokenCheck
 from nexus.api.errors import ApiError, api_error_handler, error_body, rejected_handler
 from nexus.api.state import AppState
 from nexus.db import Database
@@ -24,9 +25,19 @@ async def _validation_handler(_request: object, error: Exception) -> JSONRespons
 
 
 def create_app(
-    settings: Settings, database: Database, doorbell: Doorbell, *, clock: Clock = now_ms
+    settings: Settings,
+    database: Database,
+    doorbell: Doorbell,
+    *,
+    clock: Clock = now_ms,
+    open_on_loopback: bool = False,
 ) -> FastAPI:
-    """An app bound to one database and doorbell (the entry point chooses both)."""
+    """An app bound to one database and doorbell (the entry point chooses both).
+
+    `open_on_loopback` lets callers on this machine in without a token when no
+    NEXUS_API_TOKENS are set; only the embedded `nexus dev` asks for it.
+    """
+    api_tokens = settings.api_tokens.get_secret_value() if settings.api_tokens else None
     app = FastAPI(title="Nexus", version=__version__, docs_url="/docs")
     app.state.nexus = AppState(
         settings=settings,
@@ -34,11 +45,14 @@ def create_app(
         adapters=build_adapters(settings),
         doorbell=doorbell,
         clock=clock,
+        tokens=TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback),
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.include_router(inbound.router)
+    app.include_router(events.router)
+    app.include_router(entities.router)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

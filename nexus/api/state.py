@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nexus.adapters.inbound.base import InboundAdapter
+from nexus.api.auth import TokenCheck
 from nexus.db import Database
 from nexus.ids import Clock
 from nexus.ingest.doorbell import Doorbell
@@ -18,3 +19,4 @@ class AppState:
     adapters: dict[str, InboundAdapter]
     doorbell: Doorbell
     clock: Clock
+    tokens: TokenCheck

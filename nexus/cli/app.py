@@ -86,5 +86,36 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
         raise typer.Exit(1)
 
 
+@app.command()
+def merge(
+    entities: list[str] = typer.Argument(..., help="Entities that are the same person."),
+    into: str = typer.Option(..., "--into", help="The entity they merge into."),
+) -> None:
+    """Merge entities into one person; their DM sessions get aliases to one primary."""
+    from nexus.db import Database
+    from nexus.identity.merge import merge_entities
+    from nexus.ledger.repository import LedgerError
+    from workers.doorbell import doorbell_for
+
+    settings = _settings()
+    database = Database(settings.database_url)
+    try:
+        with database.unit_of_work() as uow:
+            result = merge_entities(
+                uow, into=into, merged=entities, doorbell=doorbell_for(settings)
+            )
+            uow.commit()
+    except LedgerError as error:
+        errors.print(f"[red]merge refused[/red]: {error}")
+        raise typer.Exit(1) from error
+    finally:
+        database.dispose()
+    console.print(f"merged into [bold]{result.root}[/bold]")
+    if result.primary_session:
+        console.print(f"primary session: {result.primary_session}")
+    for alias in result.aliases_created:
+        console.print(f"  alias {alias} -> {result.primary_session}")
+
+
 def main() -> None:
     app()

@@ -26,3 +26,14 @@ class RecordingDoorbell:
 
     def session_has_work(self, session_id: str) -> None:
         self.sessions.append(session_id)
+
+
+class DeferredDoorbell:
+    """Rings nothing now; the relay rings from the database at the next worker start or
+    tick. For processes that cannot reach the workers' broker (a CLI beside `nexus dev`)."""
+
+    def event_received(self, event_id: str) -> None:
+        return None
+
+    def session_has_work(self, session_id: str) -> None:
+        return None

@@ -122,3 +122,37 @@ def test_the_installed_entry_point_runs() -> None:
         [str(nexus), "version"], capture_output=True, text=True, check=True, timeout=60
     )
     assert completed.stdout.strip() == "0.1.0"
+
+
+def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
+    from nexus.access.policy import load_policies
+    from nexus.adapters.inbound.event import Container, NexusEvent, Sender
+    from nexus.db import Database
+    from nexus.ingest.doorbell import RecordingDoorbell
+    from nexus.ingest.router import process_event
+    from nexus.ingest.service import ingest
+
+    runner.invoke(app, ["db", "upgrade"])
+    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
+    doorbell = RecordingDoorbell()
+    with database.unit_of_work() as uow:
+        for sender in ("+1", "+2"):
+            event = NexusEvent(id=f"sms:{sender}", adapter="sms", platform="sms",
+                               sender=Sender(id=sender), container=Container(kind="dm", id=sender),
+                               text="hi", occurred_at=0)  # fmt: skip
+            ingest(uow, [event], doorbell)
+            process_event(uow, event.id, load_policies(None), doorbell)
+        first = uow.ledger.identity.contact_entity("sms", "+1")
+        second = uow.ledger.identity.contact_entity("sms", "+2")
+        uow.commit()
+    database.dispose()
+    assert first is not None and second is not None
+
+    result = runner.invoke(app, ["merge", second, "--into", first])
+    assert result.exit_code == 0, result.output
+    # Neither session has turns, so the tie goes to the latest activity: the second's.
+    assert f"primary session: dm:{second}" in result.output
+    assert f"alias dm:{first} -> dm:{second}" in result.output
+    refused = runner.invoke(app, ["merge", second, "--into", first])
+    assert refused.exit_code == 1
+    assert "already the same person" in refused.output

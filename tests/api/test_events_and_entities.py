@@ -1,0 +1,130 @@
+"""Authenticated routes: custom-bridge events, event lookup, entity merges; token checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexus.access.policy import load_policies
+from nexus.api.app import create_app
+from nexus.db import Database
+from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.ingest.router import process_event
+from nexus.settings import Settings
+
+TOKEN = "tok-123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _client(database: Database, **settings: Any) -> tuple[TestClient, RecordingDoorbell]:
+    doorbell = RecordingDoorbell()
+    config = Settings(**{"api_tokens": TOKEN, **settings})
+    return TestClient(create_app(config, database, doorbell)), doorbell
+
+
+def _imessage(event_id: str = "imessage:p:+15551234567/1") -> dict[str, Any]:
+    return {
+        "id": event_id,
+        "adapter": "imessage",
+        "platform": "imessage",
+        "sender": {"id": "+15551234567", "display_name": "Mom"},
+        "container": {"kind": "dm", "id": "+15551234567"},
+        "text": "What's the 2FA code from Amazon?",
+        "occurred_at": 1706889800000,
+    }
+
+
+def test_a_bridge_event_is_ingested_once_and_can_be_looked_up(database: Database) -> None:
+    client, doorbell = _client(database)
+    first = client.post("/v1/events", json=_imessage(), headers=AUTH)
+    again = client.post("/v1/events", json=_imessage(), headers=AUTH)
+    assert first.status_code == 202
+    assert first.json() == {
+        "event_id": "imessage:p:+15551234567/1",
+        "duplicate": False,
+        "routable": True,
+    }
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert doorbell.events == ["imessage:p:+15551234567/1"]
+    found = client.get("/v1/events/imessage:p:+15551234567/1", headers=AUTH)
+    assert found.status_code == 200
+    assert (found.json()["status"], found.json()["sender_name"]) == ("received", "Mom")
+    assert client.get("/v1/events/nope", headers=AUTH).status_code == 404
+
+
+def test_a_bad_event_body_is_422_with_the_field(database: Database) -> None:
+    client, _ = _client(database)
+    body = _imessage()
+    del body["occurred_at"]
+    response = client.post("/v1/events", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["error"]["type"] == "invalid_request"
+    assert "occurred_at" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({}, "Bearer"),
+        ({"Authorization": "Bearer wrong"}, "not valid"),
+        ({"Authorization": f"Basic {TOKEN}"}, "Bearer"),
+    ],
+    ids=["missing", "wrong", "not-bearer"],
+)
+def test_authenticated_routes_refuse_bad_tokens(
+    database: Database, headers: dict[str, str], message: str
+) -> None:
+    client, _ = _client(database)
+    for method, path in (
+        ("post", "/v1/events"),
+        ("get", "/v1/events/x"),
+        ("post", "/v1/entities/merge"),
+    ):
+        if method == "post":
+            response = client.post(path, headers=headers, json={})
+        else:
+            response = client.get(path, headers=headers)
+        assert response.status_code == 401, path
+        assert message in response.json()["error"]["message"]
+
+
+def test_without_tokens_the_api_is_closed_unless_open_on_loopback(database: Database) -> None:
+    closed = TestClient(create_app(Settings(), database, RecordingDoorbell()))
+    response = closed.get("/v1/events/x")
+    assert response.status_code == 401
+    assert "NEXUS_API_TOKENS" in response.json()["error"]["message"]
+    dev = create_app(Settings(), database, RecordingDoorbell(), open_on_loopback=True)
+    assert TestClient(dev, client=("127.0.0.1", 5000)).get("/v1/events/x").status_code == 404
+    assert TestClient(dev, client=("203.0.113.9", 5000)).get("/v1/events/x").status_code == 401
+
+
+def test_merge_through_the_api(database: Database) -> None:
+    client, doorbell = _client(database)
+    for number, event_id in (("+1", "imessage:a"), ("+2", "imessage:b")):
+        body = _imessage(event_id) | {
+            "sender": {"id": number},
+            "container": {"kind": "dm", "id": number},
+        }
+        client.post("/v1/events", json=body, headers=AUTH)
+    with database.unit_of_work() as uow:
+        for event_id in ("imessage:a", "imessage:b"):
+            process_event(uow, event_id, load_policies(None), doorbell)
+        first = uow.ledger.identity.contact_entity("imessage", "+1")
+        second = uow.ledger.identity.contact_entity("imessage", "+2")
+        uow.commit()
+    response = client.post(
+        "/v1/entities/merge", json={"into": first, "merge": [second]}, headers=AUTH
+    )
+    assert response.status_code == 200
+    assert response.json()["root"] == first
+    assert response.json()["aliases_created"] == [f"dm:{second}"]
+    again = client.post("/v1/entities/merge", json={"into": first, "merge": [second]}, headers=AUTH)
+    assert again.status_code == 409
+    unknown = client.post(
+        "/v1/entities/merge", json={"into": "ent_x", "merge": [first]}, headers=AUTH
+    )
+    assert unknown.status_code == 404
+    empty = client.post("/v1/entities/merge", json={"into": first, "merge": []}, headers=AUTH)
+    assert empty.status_code == 422
