@@ -87,6 +87,22 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
 
 
 @app.command()
+def api(
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    workers: int = typer.Option(1, help="Worker processes."),
+) -> None:
+    """Serve the HTTP API (webhooks, REST) with uvicorn."""
+    import uvicorn
+
+    _settings()  # refuse to start on a bad configuration, with the reason
+    uvicorn.run(
+        "nexus.api.main:build", factory=True, host=host, port=port, workers=workers,
+        proxy_headers=True, log_level="info",
+    )  # fmt: skip
+
+
+@app.command()
 def merge(
     entities: list[str] = typer.Argument(..., help="Entities that are the same person."),
     into: str = typer.Option(..., "--into", help="The entity they merge into."),
