@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse
 
 from nexus.adapters.inbound.base import InboundAdapter, InboundOutcome, InboundRequest
 from nexus.api.body import read_limited
@@ -50,9 +50,11 @@ async def _handle(request: Request, name: str) -> Response:
     stored = await run_in_threadpool(_store, state, outcome) if outcome.events else []
     # The platform hears back only now, after the commit: a 2xx always means "recorded".
     if outcome.answer is not None:
-        if outcome.answer.media_type == "text/plain":
-            return PlainTextResponse(str(outcome.answer.body))
-        return JSONResponse(outcome.answer.body)
+        answer = outcome.answer
+        if answer.media_type == "application/json":
+            return JSONResponse(answer.body)
+        # A challenge echoed as text, or TwiML: the platform wants the bytes verbatim.
+        return Response(str(answer.body), media_type=answer.media_type)
     return JSONResponse({"accepted": stored})
 
 

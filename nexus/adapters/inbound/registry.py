@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+from pydantic import SecretStr
+
 from nexus.adapters.inbound.base import InboundAdapter
+from nexus.adapters.inbound.discord import DiscordAdapter
+from nexus.adapters.inbound.email import EmailAdapter
+from nexus.adapters.inbound.github import GitHubAdapter
+from nexus.adapters.inbound.slack import SlackAdapter
 from nexus.adapters.inbound.telegram import TelegramAdapter
+from nexus.adapters.inbound.twilio import TwilioAdapter
+from nexus.adapters.inbound.webhook import StandardWebhookAdapter
+from nexus.adapters.inbound.whatsapp import WhatsAppAdapter
 from nexus.settings import Settings
 
 
-def _secret(value: object) -> str | None:
-    getter = getattr(value, "get_secret_value", None)
-    return getter() if callable(getter) else None
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def build_adapters(settings: Settings) -> dict[str, InboundAdapter]:
     """Every adapter is always present; one without its secret rejects every request."""
     adapters: list[InboundAdapter] = [
         TelegramAdapter(_secret(settings.telegram_secret_token)),
+        SlackAdapter(_secret(settings.slack_signing_secret)),
+        DiscordAdapter(settings.discord_public_key),
+        WhatsAppAdapter(
+            _secret(settings.whatsapp_app_secret), _secret(settings.whatsapp_verify_token)
+        ),
+        TwilioAdapter(_secret(settings.twilio_auth_token), settings.public_url),
+        EmailAdapter(_secret(settings.webhook_secret)),
+        GitHubAdapter(_secret(settings.github_webhook_secret)),
+        StandardWebhookAdapter(_secret(settings.webhook_secret)),
     ]
     return {adapter.name: adapter for adapter in adapters}

@@ -1,0 +1,117 @@
+"""GitHub webhooks: X-Hub-Signature-256, one delivery per request, keyed by its GUID."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import datetime
+from typing import Any
+
+from nexus.adapters.inbound.base import (
+    InboundOutcome,
+    InboundRequest,
+    MalformedRequest,
+    SignatureRejected,
+    json_body,
+)
+from nexus.adapters.inbound.event import Container, NexusEvent, Sender
+
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+EVENT_HEADER = "X-GitHub-Event"
+DELIVERY_HEADER = "X-GitHub-Delivery"
+# (event, action) pairs where a person said something the assistant should answer.
+_CONVERSATIONAL = {
+    ("issue_comment", "created"): "comment",
+    ("issues", "opened"): "issue",
+    ("pull_request", "opened"): "pull_request",
+    ("discussion_comment", "created"): "comment",
+    ("pull_request_review_comment", "created"): "comment",
+}
+_EDITS = frozenset({"edited", "deleted"})
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+class GitHubAdapter:
+    name = "github"
+
+    def __init__(self, secret: str | None) -> None:
+        self._secret = secret
+
+    def verify(self, request: InboundRequest, *, now_ms: int) -> None:
+        # GitHub defines no replay window; the delivery GUID deduplicates redeliveries.
+        if not self._secret:
+            raise SignatureRejected("NEXUS_GITHUB_WEBHOOK_SECRET is not set: github is off")
+        given = request.header(SIGNATURE_HEADER)
+        if given is None:
+            raise SignatureRejected(f"missing {SIGNATURE_HEADER} header")
+        digest = hmac.new(self._secret.encode(), request.body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(given.encode(), f"sha256={digest}".encode()):
+            raise SignatureRejected(f"{SIGNATURE_HEADER} does not match the body")
+
+    def parse(self, request: InboundRequest) -> InboundOutcome:
+        event_name, delivery = request.header(EVENT_HEADER), request.header(DELIVERY_HEADER)
+        if not event_name or not delivery:
+            raise MalformedRequest(f"a GitHub delivery needs {EVENT_HEADER} and {DELIVERY_HEADER}")
+        payload = json_body(request)
+        return InboundOutcome(events=(_event(f"github:{delivery}", event_name, payload),))
+
+
+def _subject(payload: dict[str, Any]) -> dict[str, Any]:
+    """The issue, pull request or discussion the delivery is about."""
+    for key in ("issue", "pull_request", "discussion"):
+        if isinstance(payload.get(key), dict):
+            return _obj(payload[key])
+    return {}
+
+
+def _millis(stamp: Any) -> int:
+    if not isinstance(stamp, str):
+        return 0
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+def _event(event_id: str, name: str, payload: dict[str, Any]) -> NexusEvent:
+    action = payload.get("action")
+    repository = _obj(payload.get("repository")).get("full_name")
+    sender = _obj(payload.get("sender"))
+    login = str(sender.get("login", ""))
+    is_bot = sender.get("type") == "Bot" or login.endswith("[bot]")
+    subject = _subject(payload)
+    role = _CONVERSATIONAL.get((name, str(action)))
+    said = _obj(payload.get("comment")) if role == "comment" else subject
+    number = subject.get("number")
+    event = NexusEvent(
+        id=event_id,
+        adapter="github",
+        platform="github",
+        space=repository or _obj(payload.get("organization")).get("login"),
+        sender=Sender(id=login, display_name=login, is_bot=is_bot) if login else None,
+        container=Container(kind="group", id=repository) if repository else None,
+        platform_thread_id=str(number) if number is not None else None,
+        message_id=said.get("html_url") or said.get("node_id"),
+        occurred_at=_millis(said.get("created_at") or said.get("updated_at")),
+        raw=payload,
+    )
+    if name == "ping":
+        return _ignored(event, "system", f"webhook ping: {payload.get('zen', '')}".strip())
+    if is_bot:
+        return _ignored(event, "bot_echo", f"sent by {login}")
+    if action in _EDITS:
+        return _ignored(event, "edit", f"{name} {action} is recorded, not answered")
+    if role is None:
+        described = f"{name}.{action}" if action else name
+        return _ignored(event, "system", f"GitHub event {described} is recorded for hooks")
+    if role == "comment":
+        return event.model_copy(update={"text": said.get("body")})
+    title, body = said.get("title") or "", said.get("body") or ""
+    return event.model_copy(update={"text": f"{title}\n\n{body}".strip()})
+
+
+def _ignored(event: NexusEvent, kind: str, reason: str) -> NexusEvent:
+    return event.model_copy(update={"kind": kind, "ignore_reason": reason})
