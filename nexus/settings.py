@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,6 +32,15 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL")
     )
+    # Model calls: an explicit timeout and retry budget (the SDK retries 429/5xx itself).
+    model_timeout_seconds: int = Field(default=120, ge=1)
+    model_max_retries: int = Field(default=2, ge=0)
+    # Tool loop bound: model calls per turn before the turn ends regardless.
+    max_tool_iterations: int = Field(default=8, ge=1)
+    # How deep workers may dispatch workers (0 = unlimited).
+    max_worker_depth: int = Field(default=3, ge=0)
+    # Cap the context below the model's window (cost control); unset: the model's window.
+    context_window: int | None = Field(default=None, ge=1000)
     policies: str | None = None
     hooks_dir: str = "./hooks"
     api_tokens: SecretStr | None = None
@@ -44,9 +54,19 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr | None = None
 
     whatsapp_verify_token: SecretStr | None = None
+    # The base URL platforms call (https://bot.example.com): Twilio signs the URL it requested,
+    # which a TLS-terminating proxy hides from the app.
+    public_url: str | None = None
     # Inbound bodies above this are refused with 413 before they are read.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
+    # Per-session queue: the most inputs that may wait, and what to drop beyond that.
+    queue_cap: int = Field(default=20, ge=1)
+    queue_drop_policy: Literal["old", "new", "summarize"] = "summarize"
+    # `collect` mode: the quiet time after the last message before they run as one turn.
+    collect_window_ms: int = Field(default=1000, ge=0)
+    # A session's lease in Redis; a keep-alive extends it while a turn runs.
+    session_lease_ms: int = Field(default=30_000, ge=1000)
     # The longest a turn may run; the broker's visibility timeout is set well above it.
     turn_time_limit_seconds: int = Field(default=600, ge=1)
     # Prefix for every broker key, so several deployments (or test runs) share one Redis.

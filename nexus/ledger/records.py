@@ -62,6 +62,9 @@ class SessionRecord(Record):
     is_subagent: bool = False
     parent_session_label: str | None = None
     parent_turn_id: str | None = None
+    spawn_tool_call_id: str | None = None
+    task_description: str | None = None
+    task_status: str | None = None
     queue_mode: QueueMode | None = None
     created_at: int
     updated_at: int
@@ -156,6 +159,7 @@ class TurnDraft(Record):
     started_at: int
     completed_at: int | None = None
     usage: TokenUsage = TokenUsage()
+    context_tokens: int | None = None
     model: str | None = None
     stop_reason: str | None = None
     error_kind: str | None = None
@@ -221,6 +225,7 @@ class TurnRecord(Record):
     cache_read_tokens: int | None
     cache_write_tokens: int | None
     total_tokens: int | None
+    context_tokens: int | None = None
     model: str | None
     stop_reason: str | None
     error_kind: str | None
@@ -351,3 +356,18 @@ class QueueItemRecord(Record):
     disposition_detail: str | None
     consumed_by_turn_id: str | None
     enqueued_at: int
+
+
+class HookRecord(Record):
+    name: str
+    path: str
+    description: str
+    mode: str
+    schedule: str | None
+    enabled: bool
+    content_hash: str | None
+    breaker_state: str
+    consecutive_errors: int
+    opened_at: int | None
+    state: dict[str, Any]
+    last_fired_at: int | None

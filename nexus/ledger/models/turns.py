@@ -62,6 +62,8 @@ class Turn(Base):
     cache_read_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
     total_tokens: Mapped[int | None] = mapped_column(Integer)
+    # The context's size right after this turn (last model call's input + output), exact.
+    context_tokens: Mapped[int | None] = mapped_column(Integer)
     model: Mapped[str | None] = mapped_column(String(255))
     stop_reason: Mapped[str | None] = mapped_column(String(64))
     error_kind: Mapped[str | None] = mapped_column(String(32))

@@ -14,10 +14,13 @@ from nexus.ledger.repository.errors import (
     NotFound,
 )
 from nexus.ledger.repository.events import EventRepository
+from nexus.ledger.repository.hooks import HookRepository
 from nexus.ledger.repository.identity import IdentityRepository
 from nexus.ledger.repository.queue import QueueRepository
+from nexus.ledger.repository.search import SearchRepository
 from nexus.ledger.repository.sessions import SessionRepository
 from nexus.ledger.repository.threads import ThreadRepository
+from nexus.ledger.repository.timer import TimerRepository
 from nexus.ledger.repository.turns import TurnRepository
 
 
@@ -34,6 +37,9 @@ class Ledger:
         self.events = EventRepository(connection, clock)
         self.identity = IdentityRepository(connection, clock)
         self.queue = QueueRepository(connection, clock)
+        self.search = SearchRepository(connection)
+        self.hooks = HookRepository(connection, clock)
+        self.timer = TimerRepository(connection, clock)
 
 
 __all__ = [

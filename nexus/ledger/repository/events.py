@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, or_, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
@@ -61,3 +61,26 @@ class EventRepository:
                 .limit(limit)
             ).scalars()
         )
+
+    def search(self, query: str, *, limit: int = 10) -> list[EventRecord]:
+        """Inbound events whose text contains any of the query's words, newest first."""
+        words = [word for word in query.lower().split() if len(word) > 1][:8]
+        if not words:
+            return []
+        condition = or_(*(func.lower(events.c.text).contains(word) for word in words))
+        rows = self._conn.execute(
+            select(*columns_for(events, EventRecord))
+            .where(events.c.direction == "inbound")
+            .where(condition)
+            .order_by(events.c.received_at.desc())
+            .limit(limit)
+        )
+        return [to_record(EventRecord, row) for row in rows]
+
+    def recent(self, *, limit: int = 20) -> list[EventRecord]:
+        rows = self._conn.execute(
+            select(*columns_for(events, EventRecord))
+            .order_by(events.c.received_at.desc())
+            .limit(limit)
+        )
+        return [to_record(EventRecord, row) for row in rows]

@@ -83,9 +83,17 @@ class QueueRepository:
         ids = list(self._conn.execute(candidates).scalars())
         if not ids:
             return []
+        return self.claim_ids(ids, epoch=epoch, lease_ms=lease_ms)
+
+    def claim_ids(
+        self, item_ids: Sequence[str], *, epoch: int, lease_ms: int
+    ) -> list[QueueItemRecord]:
+        """Claim exactly these queued items (the queue-mode decision chose them), in order."""
+        now = self._clock()
         rows = self._conn.execute(
             update(queue_items)
-            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.id.in_(list(item_ids)))
+            .where(queue_items.c.status == QueueStatus.QUEUED)
             .values(
                 status=QueueStatus.CLAIMED,
                 claimed_epoch=epoch,
@@ -95,19 +103,36 @@ class QueueRepository:
             )
             .returning(*columns_for(queue_items, QueueItemRecord))
         ).all()
-        order = {item_id: index for index, item_id in enumerate(ids)}
+        order = {item_id: index for index, item_id in enumerate(item_ids)}
         return sorted((to_record(QueueItemRecord, r) for r in rows), key=lambda r: order[r.id])
 
-    def release(self, item_ids: Sequence[str], *, epoch: int) -> int:
-        """Hand claimed items back to the queue untouched (e.g. a run that was preempted)."""
+    def release(self, item_ids: Sequence[str], *, epoch: int, retry_at: int | None = None) -> int:
+        """Hand claimed items back to the queue (a preempted or failed run), optionally not
+        before `retry_at`."""
+        values: dict[str, object] = {
+            "status": QueueStatus.QUEUED,
+            "claim_expires_at": None,
+            "updated_at": self._clock(),
+        }
+        if retry_at is not None:
+            values["available_at"] = retry_at
         result = self._conn.execute(
             update(queue_items)
             .where(queue_items.c.id.in_(list(item_ids)))
             .where(queue_items.c.status == QueueStatus.CLAIMED)
             .where(queue_items.c.claimed_epoch == epoch)
-            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=self._clock())
+            .values(values)
         )
         return int(result.rowcount)
+
+    def next_available_at(self, session_id: str) -> int | None:
+        """When the session's earliest queued item becomes ready (None: nothing queued)."""
+        found = self._conn.execute(
+            select(func.min(queue_items.c.available_at))
+            .where(queue_items.c.session_id == session_id)
+            .where(queue_items.c.status == QueueStatus.QUEUED)
+        ).scalar_one_or_none()
+        return None if found is None else int(found)
 
     def dispose(
         self,
@@ -116,14 +141,26 @@ class QueueRepository:
         status: QueueStatus,
         disposition: Disposition,
         detail: str | None = None,
+        only_waiting: bool = False,
     ) -> int:
-        """Give open items their final disposition; items already final are left alone."""
+        """Give open items their final disposition; items already final are left alone.
+
+        `only_waiting` leaves claimed items alone too: a run may be answering them now.
+        """
         if disposition not in _FINAL.get(status, set()):
             raise ValueError(f"disposition {disposition.value!r} does not end in {status.value!r}")
+        open_statuses = (
+            [QueueStatus.QUEUED]
+            if only_waiting
+            else [
+                QueueStatus.QUEUED,
+                QueueStatus.CLAIMED,
+            ]
+        )
         result = self._conn.execute(
             update(queue_items)
             .where(queue_items.c.id.in_(list(item_ids)))
-            .where(queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED]))
+            .where(queue_items.c.status.in_(open_statuses))
             .values(
                 status=status,
                 disposition=disposition,
@@ -203,3 +240,70 @@ class QueueRepository:
                 .limit(limit)
             ).scalars()
         )
+
+    def sessions_owed_a_run(self, *, limit: int = 1000) -> list[str]:
+        """Sessions with ready queued items, or with claimed ones (a run that may have died:
+        ringing a live run's session is harmless, it answers "busy")."""
+        now = self._clock()
+        ready = (queue_items.c.status == QueueStatus.QUEUED) & (queue_items.c.available_at <= now)
+        return list(
+            self._conn.execute(
+                select(queue_items.c.session_id)
+                .where(ready | (queue_items.c.status == QueueStatus.CLAIMED))
+                .group_by(queue_items.c.session_id)
+                .order_by(func.min(queue_items.c.enqueued_at))
+                .limit(limit)
+            ).scalars()
+        )
+
+    def reclaim(self, session_id: str, *, max_attempts: int) -> list[QueueItemRecord]:
+        """Items a previous run of this session claimed and never settled, back to the queue
+        (or dead-lettered once out of attempts). Only the session's lease holder calls this,
+        so any claim it finds belongs to a run that died or lost its lease.
+
+        Returns the items as they were claimed (with the epoch of the run that lost them).
+        """
+        stale = self.for_session(session_id, statuses=[QueueStatus.CLAIMED])
+        if not stale:
+            return []
+        now = self._clock()
+        ids = [item.id for item in stale]
+        self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.attempts >= max_attempts)
+            .values(
+                status=QueueStatus.DEAD,
+                disposition=Disposition.DEAD_LETTERED,
+                disposition_detail=f"its run ended without settling it {max_attempts} times",
+                claim_expires_at=None,
+                updated_at=now,
+            )
+        )
+        self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.status == QueueStatus.CLAIMED)
+            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
+        )
+        return stale
+
+    def dropped_pending_summary(self, session_id: str, *, marker: str) -> list[QueueItemRecord]:
+        """Dropped items whose detail says their summary is still owed, oldest first."""
+        return [
+            item
+            for item in self.for_session(session_id, statuses=[QueueStatus.DROPPED])
+            if (item.disposition_detail or "").endswith(marker)
+        ]
+
+    def mark_summarized(self, item_ids: Sequence[str], *, marker: str) -> None:
+        """The owed summary was written: the detail says so (the disposition stays)."""
+        for item in (self.get(item_id) for item_id in item_ids):
+            if item is None or not (item.disposition_detail or "").endswith(marker):
+                continue
+            detail = (item.disposition_detail or "")[: -len(marker)] + "; summarized"
+            self._conn.execute(
+                update(queue_items)
+                .where(queue_items.c.id == item.id)
+                .values(disposition_detail=detail, updated_at=self._clock())
+            )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, func, insert, select, update
 
 from nexus.ids import Clock, new_id
@@ -41,6 +43,43 @@ class SessionRepository:
             select(aliases.c.session_label).where(aliases.c.alias == label)
         ).scalar_one_or_none()
         return None if target is None else self.get_by_label(target)
+
+    def headed_by(self, turn_id: str) -> SessionRecord | None:
+        """The oldest session whose head is `turn_id` (several may be, after forks)."""
+        row = self._conn.execute(
+            select(*columns_for(sessions, SessionRecord))
+            .where(sessions.c.thread_id == turn_id)
+            .order_by(sessions.c.created_at, sessions.c.id)
+            .limit(1)
+        ).one_or_none()
+        return None if row is None else to_record(SessionRecord, row)
+
+    def branches_from(self, turn_ids: Sequence[str]) -> list[tuple[str, str, SessionRecord]]:
+        """(turn id, "worker" | "fork", session) for sessions spawned at or forked from these
+        turns: the links a tree view draws."""
+        ids = list(turn_ids)
+        if not ids:
+            return []
+        found: list[tuple[str, str, SessionRecord]] = []
+        workers = self._conn.execute(
+            select(*columns_for(sessions, SessionRecord))
+            .where(sessions.c.parent_turn_id.in_(ids))
+            .order_by(sessions.c.created_at, sessions.c.id)
+        )
+        for row in workers:
+            record = to_record(SessionRecord, row)
+            found.append((record.parent_turn_id or "", "worker", record))
+        forks = self._conn.execute(
+            select(history.c.thread_id, history.c.session_id)
+            .where(history.c.reason == "fork")
+            .where(history.c.thread_id.in_(ids))
+            .order_by(history.c.changed_at)
+        ).all()
+        for turn_id, session_id in forks:
+            fork = self.get(session_id)
+            if fork is not None:
+                found.append((turn_id, "fork", fork))
+        return found
 
     def turn_count(self, session_id: str) -> int:
         """How many turns this session's own chain holds (a fork's inherited ones excluded)."""

@@ -220,6 +220,7 @@ class TurnRepository:
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
             "total_tokens": usage.total,
+            "context_tokens": draft.context_tokens,
             "model": draft.model,
             "stop_reason": draft.stop_reason,
             "error_kind": draft.error_kind,
@@ -333,3 +334,12 @@ class TurnRepository:
                 raise LedgerConflict(
                     f"queue items {ids} of session {draft.session_id} are not all open"
                 )
+
+    def tool_call_row_id(self, turn_id: str, provider_call_id: str) -> str | None:
+        """The ledger's id of a tool call, from the model's id for it."""
+        found = self._conn.execute(
+            select(tool_calls.c.id)
+            .where(tool_calls.c.turn_id == turn_id)
+            .where(tool_calls.c.provider_call_id == provider_call_id)
+        ).scalar_one_or_none()
+        return None if found is None else str(found)

@@ -1,0 +1,1 @@
+"""The Anthropic Messages API behind the engine's model port."""

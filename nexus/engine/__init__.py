@@ -1,0 +1,1 @@
+"""The agent engine: context assembly, the turn state machine, tools and compaction."""

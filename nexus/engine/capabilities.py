@@ -1,0 +1,85 @@
+"""Capabilities (seed 003): bundles of tools and prompt additions, applied in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+CapabilityStatus = Literal["available", "coming_soon", "deprecated"]
+
+
+@dataclass(frozen=True)
+class Capability:
+    id: str
+    name: str
+    description: str
+    status: CapabilityStatus
+    prompt_addition: str = ""
+    tool_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResolvedCapabilities:
+    prompt_additions: tuple[str, ...]
+    tool_names: tuple[str, ...]
+
+
+BUILTIN_CAPABILITIES = (
+    Capability("noop", "No-op", "No-op capability for testing", "available", "", ("noop",)),
+    Capability(
+        "current_time",
+        "Current time",
+        "Tool to get current date/time",
+        "available",
+        "When the date or time matters, call current_time rather than guessing.",
+        ("current_time",),
+    ),
+    Capability(
+        "agents",
+        "Agents",
+        "Dispatch worker agents and message other sessions",
+        "available",
+        "You can hand work to worker agents with agent_send (op=dispatch); their results come "
+        "back to you as [worker_result] messages. A worker reports with reply_to_caller.",
+        ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status"),
+    ),
+    Capability("research", "Research", "Deep research with scratchpad", "coming_soon"),
+    Capability("sandbox", "Sandbox", "Sandboxed code execution", "coming_soon"),
+    Capability("file_system", "File system", "File system access tools", "coming_soon"),
+)
+
+
+class CapabilityRegistry:
+    def __init__(self, capabilities: Iterable[Capability] = BUILTIN_CAPABILITIES) -> None:
+        self._by_id: dict[str, Capability] = {}
+        for capability in capabilities:
+            self.register(capability)
+
+    def register(self, capability: Capability) -> None:
+        if capability.id in self._by_id:
+            raise ValueError(f"a capability {capability.id!r} is already registered")
+        self._by_id[capability.id] = capability
+
+    def get(self, capability_id: str) -> Capability:
+        found = self._by_id.get(capability_id)
+        if found is None:
+            known = ", ".join(sorted(self._by_id))
+            raise ValueError(f"unknown capability {capability_id!r} (known: {known})")
+        return found
+
+    def all(self) -> list[Capability]:
+        return list(self._by_id.values())
+
+    def resolve(self, ids_in_order: Sequence[str]) -> ResolvedCapabilities:
+        """Prompt additions in the given order; tools deduplicated, first grant wins."""
+        additions: list[str] = []
+        tools: dict[str, None] = {}
+        for capability_id in dict.fromkeys(ids_in_order):
+            capability = self.get(capability_id)
+            if capability.status == "coming_soon":
+                raise ValueError(f"capability {capability_id!r} is not available yet")
+            if capability.prompt_addition:
+                additions.append(capability.prompt_addition)
+            tools.update(dict.fromkeys(capability.tool_names))
+        return ResolvedCapabilities(tuple(additions), tuple(tools))

@@ -1,0 +1,186 @@
+"""Context assembly: persona, capabilities and history since the last compaction → a request.
+
+The summary of the latest compaction comes first as "[Previous conversation summary]",
+then the kept and later turns in order, then this turn's query messages, each preceded by
+its event context. Turns are replayed from the ledger's messages exactly as they were
+stored, so a context can be rebuilt from any turn of any thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nexus.engine import budget
+from nexus.engine.model import Block, ModelRequest, ToolSpec
+from nexus.engine.query import QueryMessage
+from nexus.ledger.enums import MessageRole
+from nexus.ledger.records import AgentRecord, ContextRead, MessageRecord, TurnView
+
+SUMMARY_HEADER = "[Previous conversation summary]"
+
+
+@dataclass(frozen=True)
+class AssembledContext:
+    request: ModelRequest
+    window: int
+    tokens: int  # the best estimate of the request's size: exact usage where the ledger has it
+
+
+def system_prompt(
+    persona: AgentRecord, prompt_additions: Sequence[str], tools: Sequence[ToolSpec]
+) -> str:
+    """Identity (name, soul), then capabilities in their order, then what tools are allowed."""
+    parts = [f"You are {persona.name}."]
+    if persona.system_prompt.strip():
+        parts.append(persona.system_prompt.strip())
+    parts.extend(addition.strip() for addition in prompt_additions if addition.strip())
+    if tools:
+        parts.append("Tools you may use: " + ", ".join(tool.name for tool in tools) + ".")
+    else:
+        parts.append("You have no tools in this conversation.")
+    return "\n\n".join(parts)
+
+
+def user_blocks(content: dict[str, Any]) -> list[Block]:
+    """A stored user message as the model sees it: its event context, then its text."""
+    blocks: list[Block] = []
+    context = content.get("context")
+    if isinstance(context, dict) and context:
+        described = ", ".join(f"{key}: {value}" for key, value in context.items())
+        blocks.append({"type": "text", "text": f"[event] {described}"})
+    blocks.append({"type": "text", "text": str(content.get("text", ""))})
+    return blocks
+
+
+def _tool_result_block(message: MessageRecord) -> Block:
+    content = message.content
+    error = content.get("error")
+    shown = error if error else content.get("result")
+    return {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id or str(content.get("id", "")),
+        "content": shown if isinstance(shown, str) else json.dumps(shown, default=str),
+        "is_error": bool(error),
+    }
+
+
+def message_to_blocks(message: MessageRecord) -> tuple[str, list[Block]] | None:
+    """(role, blocks) for one stored message; None for messages the model never sees."""
+    content = message.content
+    if message.role == MessageRole.USER:
+        return "user", user_blocks(content)
+    if message.role == MessageRole.ASSISTANT:
+        text = str(content.get("text", ""))
+        return ("assistant", [{"type": "text", "text": text}]) if text else None
+    if message.role == MessageRole.TOOL_CALL:
+        block = {
+            "type": "tool_use",
+            "id": str(content.get("id", message.tool_call_id or "")),
+            "name": str(content.get("name", "")),
+            "input": content.get("arguments") or {},
+        }
+        return "assistant", [block]
+    if message.role == MessageRole.TOOL_RESULT:
+        return "user", [_tool_result_block(message)]
+    return None  # system notes (compaction summaries, notices) stay out of the replay
+
+
+def merge_roles(pieces: Iterable[tuple[str, list[Block]]]) -> list[dict[str, Any]]:
+    """Adjacent pieces of one role become one message: the API wants roles to alternate."""
+    merged: list[dict[str, Any]] = []
+    for role, blocks in pieces:
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"].extend(blocks)
+        else:
+            merged.append({"role": role, "content": list(blocks)})
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+    return merged
+
+
+def history_pieces(context: ContextRead) -> list[tuple[str, list[Block]]]:
+    pieces: list[tuple[str, list[Block]]] = []
+    if context.compaction is not None:
+        summary = f"{SUMMARY_HEADER}\n{context.compaction.summary}"
+        pieces.append(("user", [{"type": "text", "text": summary}]))
+    for view in context.turns:
+        pieces.extend(turn_pieces(view))
+    return pieces
+
+
+def turn_pieces(view: TurnView) -> list[tuple[str, list[Block]]]:
+    return [piece for m in view.messages if (piece := message_to_blocks(m)) is not None]
+
+
+def query_pieces(queries: Sequence[QueryMessage]) -> list[tuple[str, list[Block]]]:
+    return [("user", user_blocks(query.content())) for query in queries]
+
+
+def turns_after_compaction(context: ContextRead, anchor_depth: int | None) -> Sequence[TurnView]:
+    """The turns committed after the latest compaction (their usage counts the summary)."""
+    if context.compaction is None or context.head is None:
+        return context.turns
+    if anchor_depth is None:
+        return ()
+    after = context.head.depth - anchor_depth
+    return context.turns[len(context.turns) - after :] if after > 0 else ()
+
+
+def assemble(
+    *,
+    persona: AgentRecord,
+    model: str,
+    context: ContextRead,
+    queries: Sequence[QueryMessage],
+    tools: Sequence[ToolSpec],
+    prompt_additions: Sequence[str] = (),
+    anchor_depth: int | None = None,
+    max_tokens: int = 4096,
+    window: int | None = None,
+) -> AssembledContext:
+    system = system_prompt(persona, prompt_additions, tools)
+    history = history_pieces(context)
+    new = query_pieces(queries)
+    request = ModelRequest(
+        model=model,
+        system=system,
+        messages=tuple(merge_roles([*history, *new])),
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+    )
+    return AssembledContext(
+        request=request,
+        window=window or budget.context_window(model),
+        tokens=estimate_size(context, history, new, system, tools, anchor_depth),
+    )
+
+
+def estimate_size(
+    context: ContextRead,
+    history: Sequence[tuple[str, list[Block]]],
+    new: Sequence[tuple[str, list[Block]]],
+    system: str,
+    tools: Sequence[ToolSpec],
+    anchor_depth: int | None,
+) -> int:
+    """Exact where the last turn's usage is known (it measured everything before it)."""
+    new_tokens = sum(budget.estimate_block_tokens(blocks) for _, blocks in new)
+    after = turns_after_compaction(context, anchor_depth)
+    last = after[-1].turn if after else None
+    if last is not None and last.prompt_tokens is not None:
+        known_prompt = (
+            last.prompt_tokens + (last.cache_read_tokens or 0) + (last.cache_write_tokens or 0)
+        )
+        return budget.context_tokens(
+            known_prompt_tokens=known_prompt,
+            known_completion_tokens=last.completion_tokens,
+            estimated_after=new_tokens,
+        )
+    fixed = budget.estimate_text_tokens(system) + sum(
+        budget.estimate_text_tokens(json.dumps(tool.input_schema)) + 10 for tool in tools
+    )
+    history_tokens = sum(budget.estimate_block_tokens(blocks) for _, blocks in history)
+    return fixed + history_tokens + new_tokens

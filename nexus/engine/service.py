@@ -1,0 +1,433 @@
+"""The engine's entry point: read the ledger, run a turn or a compaction, commit it.
+
+No database transaction is held open across a model call: a run reads in one unit of work,
+talks to the model with none open, and commits in another with compare-and-set on the head
+and the epoch — so a slow model never holds a row lock, and a stale run is fenced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from nexus.db import Database, UnitOfWork
+from nexus.engine import budget, compaction_policy
+from nexus.engine.capabilities import CapabilityRegistry
+from nexus.engine.context import AssembledContext, assemble, turn_pieces
+from nexus.engine.model import ModelPort
+from nexus.engine.permissions import from_persona
+from nexus.engine.query import QueryMessage
+from nexus.engine.signals import NoSignals, TurnSignals
+from nexus.engine.stream import TURN_COMMITTED, NullPublisher, StreamPublisher
+from nexus.engine.summarize import summarize, summary_request
+from nexus.engine.toolbox import Toolbox
+from nexus.engine.tools import Effect, ToolContext, ToolRegistry
+from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.ids import Clock, new_id, now_ms
+from nexus.ledger.enums import (
+    CompactionTrigger,
+    Disposition,
+    MessageRole,
+    QueueMode,
+    TurnStatus,
+    TurnType,
+)
+from nexus.ledger.records import (
+    AgentRecord,
+    CompactionDraft,
+    ConsumedItem,
+    ContextRead,
+    MessageDraft,
+    SessionRecord,
+    TurnDraft,
+)
+from nexus.ledger.repository import NotFound
+
+SUMMARY_RESERVE_RATIO = 0.05  # of the window, kept free for the summary itself
+CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult], None]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a run reads before it starts: the session as of its claim."""
+
+    session: SessionRecord
+    persona: AgentRecord
+    capability_ids: tuple[str, ...]
+    context: ContextRead
+    anchor_depth: int | None
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    status: str  # committed | fenced | nothing
+    turn_id: str | None = None
+    summary: str | None = None
+    fallback: bool = False
+    turns_summarized: int = 0
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    status: str  # committed | fenced | failed
+    turn_id: str
+    result: TurnResult | None
+    compactions: tuple[CompactionOutcome, ...] = ()
+
+
+@dataclass
+class Engine:
+    database: Database
+    model_for: Callable[[str], ModelPort]
+    default_model: str
+    tools: ToolRegistry
+    capabilities: CapabilityRegistry
+    signals: TurnSignals = field(default_factory=NoSignals)
+    publisher: StreamPublisher = field(default_factory=NullPublisher)
+    clock: Clock = now_ms
+    max_tool_iterations: int = 8
+    max_tokens: int = 4096
+    # Caps the context below the model's window (cost control; small in tests).
+    context_window: int | None = None
+    # Run inside the transaction that commits a turn (say, a worker reporting to its parent).
+    commit_hooks: tuple[CommitHook, ...] = ()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def snapshot(self, session_id: str) -> Snapshot:
+        with self.database.unit_of_work() as uow:
+            ledger = uow.ledger
+            session = ledger.sessions.get(session_id)
+            if session is None:
+                raise NotFound(f"no session with id {session_id!r}")
+            persona = ledger.agents.get(session.persona_id)
+            if persona is None:
+                raise NotFound(f"session {session.label!r} has no persona {session.persona_id!r}")
+            context = ledger.threads.read_context(session.thread_id)
+            anchor = None
+            if context.head is not None and context.compaction is not None:
+                anchor_thread = ledger.threads.get_thread(context.head.anchor_turn_id)
+                anchor = anchor_thread.depth if anchor_thread is not None else None
+            return Snapshot(
+                session=session,
+                persona=persona,
+                capability_ids=tuple(ledger.agents.capability_ids(persona.id)),
+                context=context,
+                anchor_depth=anchor,
+            )
+
+    def _model_name(self, persona: AgentRecord) -> str:
+        return persona.default_model or self.default_model
+
+    def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
+        resolved = self.capabilities.resolve(list(snapshot.capability_ids))
+        toolbox = Toolbox(
+            self.tools, from_persona(snapshot.persona.permissions), resolved.tool_names
+        )
+        return toolbox, resolved.prompt_additions
+
+    def _assemble(self, snapshot: Snapshot, queries: Sequence[QueryMessage]) -> AssembledContext:
+        toolbox, additions = self._toolbox(snapshot)
+        return assemble(
+            persona=snapshot.persona,
+            model=self._model_name(snapshot.persona),
+            context=snapshot.context,
+            queries=queries,
+            tools=toolbox.visible_specs(),
+            prompt_additions=additions,
+            anchor_depth=snapshot.anchor_depth,
+            max_tokens=self.max_tokens,
+            window=self.context_window,
+        )
+
+    # -- turns -------------------------------------------------------------------------------
+
+    def run_turn(
+        self,
+        session_id: str,
+        queries: Sequence[QueryMessage],
+        *,
+        epoch: int,
+        consumed: Sequence[ConsumedItem] = (),
+        queue_mode: QueueMode | None = None,
+    ) -> TurnOutcome:
+        """Answer `queries` in the session; `/compact …` as the only query compacts instead."""
+        manual = (
+            compaction_policy.manual_compaction_request(queries[0].text)
+            if len(queries) == 1
+            else None
+        )
+        if manual is not None:
+            outcome = self.compact(
+                session_id,
+                epoch=epoch,
+                trigger=CompactionTrigger.MANUAL,
+                instructions=manual.instructions,
+                consumed=consumed,
+            )
+            return TurnOutcome(
+                status="fenced" if outcome.status == "fenced" else "committed",
+                turn_id=outcome.turn_id or "",
+                result=None,
+                compactions=(outcome,),
+            )
+        compactions: list[CompactionOutcome] = []
+        snapshot = self.snapshot(session_id)
+        assembled = self._assemble(snapshot, queries)
+        if compaction_policy.should_compact(assembled.tokens, assembled.window):
+            done = self._compact_snapshot(
+                snapshot,
+                epoch=epoch,
+                trigger=CompactionTrigger.PROACTIVE,
+                target_ratio=compaction_policy.PROACTIVE_TARGET,
+            )
+            compactions.append(done)
+            if done.status == "fenced":
+                return TurnOutcome("fenced", "", None, tuple(compactions))
+            snapshot = self.snapshot(session_id)
+            assembled = self._assemble(snapshot, queries)
+        started = self.clock()
+        turn_id = new_id()
+        effects: list[Effect] = []
+        result = self._machine(snapshot, turn_id, effects).run(assembled.request, tuple(queries))
+        if result.overflowed and not result.ran_tools:
+            # The model says the context is too long after all: compact hard and retry once.
+            done = self._compact_snapshot(
+                snapshot,
+                epoch=epoch,
+                trigger=CompactionTrigger.OVERFLOW,
+                target_ratio=compaction_policy.OVERFLOW_TARGET,
+            )
+            compactions.append(done)
+            if done.status == "fenced":
+                return TurnOutcome("fenced", turn_id, result, tuple(compactions))
+            snapshot = self.snapshot(session_id)
+            assembled = self._assemble(snapshot, queries)
+            effects.clear()
+            result = self._machine(snapshot, turn_id, effects).run(
+                assembled.request, tuple(queries)
+            )
+        status = self._commit(
+            snapshot,
+            turn_id,
+            result,
+            started=started,
+            epoch=epoch,
+            consumed=consumed,
+            queue_mode=queue_mode,
+            queries=queries,
+            effects=effects,
+        )
+        return TurnOutcome(status, turn_id, result, tuple(compactions))
+
+    def _machine(self, snapshot: Snapshot, turn_id: str, effects: list[Effect]) -> TurnMachine:
+        toolbox, _ = self._toolbox(snapshot)
+        return TurnMachine(
+            model=self.model_for(self._model_name(snapshot.persona)),
+            toolbox=toolbox,
+            signals=self.signals,
+            publisher=self.publisher,
+            clock=self.clock,
+            tool_context=ToolContext(
+                session_id=snapshot.session.id,
+                session_label=snapshot.session.label,
+                turn_id=turn_id,
+                persona_id=snapshot.persona.id,
+                now_ms=self.clock(),
+                effects=effects,
+            ),
+            max_tool_iterations=self.max_tool_iterations,
+        )
+
+    def _commit(
+        self,
+        snapshot: Snapshot,
+        turn_id: str,
+        result: TurnResult,
+        *,
+        started: int,
+        epoch: int,
+        consumed: Sequence[ConsumedItem],
+        queue_mode: QueueMode | None,
+        queries: Sequence[QueryMessage],
+        effects: Sequence[Effect] = (),
+    ) -> str:
+        injected = tuple(
+            ConsumedItem(queue_item_id=q.queue_item_id, disposition=Disposition.INJECTED)
+            for q in result.injected
+            if q.queue_item_id is not None
+        )
+        failed = result.status == TurnStatus.FAILED
+        draft = TurnDraft(
+            id=turn_id,
+            session_id=snapshot.session.id,
+            parent_turn_id=snapshot.session.thread_id,
+            status=result.status,
+            queue_mode=queue_mode,
+            started_at=started,
+            completed_at=self.clock(),
+            usage=result.usage,
+            context_tokens=result.context_tokens,
+            model=self._model_name(snapshot.persona),
+            stop_reason=result.stop_reason,
+            error_kind=result.error.kind if result.error is not None else None,
+            error_message=result.error.message if result.error is not None else None,
+            source_event_id=next((q.event_id for q in queries if q.event_id), None),
+            messages=result.messages,
+            tool_calls=result.tool_calls,
+            consumed=() if failed else (*consumed, *injected),
+        )
+        with self.database.unit_of_work() as uow:
+            if failed:
+                # Off the chain, kept for audit; the input stays queued for another attempt.
+                uow.ledger.turns.record_attempt(draft, epoch=epoch)
+                uow.commit()
+                return "failed"
+            outcome = uow.ledger.turns.commit(draft, epoch=epoch)
+            if outcome.status == "fenced":
+                # A newer run owns the session: keep this attempt for audit, off the chain
+                # (DESIGN §1 rule 3); its inputs stay with the newer run.
+                superseded = draft.model_copy(
+                    update={
+                        "status": TurnStatus.SUPERSEDED,
+                        "consumed": (),
+                        "error_message": outcome.reason,
+                    }
+                )
+                uow.ledger.turns.record_attempt(superseded, epoch=epoch)
+            else:
+                # What the turn's tools asked of the ledger lands with the turn, or not at all.
+                for effect in effects:
+                    effect(uow, turn_id)
+                for hook in self.commit_hooks:
+                    hook(uow, snapshot.session, turn_id, result)
+            uow.commit()
+        if outcome.status == "committed":
+            self.publisher.publish(
+                snapshot.session.id, TURN_COMMITTED, {"turn_id": turn_id, "status": result.status}
+            )
+        return outcome.status
+
+    # -- compaction --------------------------------------------------------------------------
+
+    def compact(
+        self,
+        session_id: str,
+        *,
+        epoch: int,
+        trigger: CompactionTrigger = CompactionTrigger.MANUAL,
+        instructions: str | None = None,
+        consumed: Sequence[ConsumedItem] = (),
+    ) -> CompactionOutcome:
+        snapshot = self.snapshot(session_id)
+        return self._compact_snapshot(
+            snapshot,
+            epoch=epoch,
+            trigger=trigger,
+            instructions=instructions,
+            target_ratio=compaction_policy.PROACTIVE_TARGET,
+            consumed=consumed,
+        )
+
+    def _compact_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        epoch: int,
+        trigger: CompactionTrigger,
+        target_ratio: float,
+        instructions: str | None = None,
+        consumed: Sequence[ConsumedItem] = (),
+    ) -> CompactionOutcome:
+        context = snapshot.context
+        if context.head is None or not context.turns:
+            return CompactionOutcome(status="nothing")
+        assembled = self._assemble(snapshot, ())
+        window = assembled.window
+        fixed = budget.estimate_text_tokens(assembled.request.system)
+        costs = [
+            compaction_policy.TurnCost(
+                turn_id=view.turn.id,
+                tokens=sum(budget.estimate_block_tokens(b) for _, b in turn_pieces(view)),
+            )
+            for view in context.turns
+        ]
+        if trigger == CompactionTrigger.OVERFLOW:
+            # The model measured the context as too long where our estimate did not: size the
+            # cut against what we estimated, so it shrinks whatever the estimate's error.
+            window = min(window, fixed + sum(cost.tokens for cost in costs))
+        plan = compaction_policy.plan_compaction(
+            costs,
+            window=window,
+            target_ratio=target_ratio,
+            fixed_tokens=fixed,
+            summary_reserve=int(window * SUMMARY_RESERVE_RATIO),
+        )
+        if plan is None and trigger != CompactionTrigger.PROACTIVE:
+            # Asked for by name, or forced by the model: everything goes into the summary.
+            plan = compaction_policy.plan_compaction(
+                costs, window=window, target_ratio=0.0, fixed_tokens=0, summary_reserve=0
+            )
+        if plan is None:
+            return CompactionOutcome(status="nothing")
+        summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
+        prior = context.compaction.summary if context.compaction is not None else None
+        model_name = self._model_name(snapshot.persona)
+        port = self.model_for(model_name)
+        started = self.clock()
+        request = summary_request(
+            model=model_name, prior=prior, turns=summarized, instructions=instructions
+        )
+        summary = summarize(port, request, prior=prior, turns=summarized)
+        summary_tokens = budget.estimate_text_tokens(summary.text)
+        turn_id = new_id()
+        draft = TurnDraft(
+            id=turn_id,
+            session_id=snapshot.session.id,
+            parent_turn_id=context.head.turn_id,
+            turn_type=TurnType.COMPACTION,
+            started_at=started,
+            completed_at=self.clock(),
+            usage=summary.usage,
+            context_tokens=plan.tokens_kept + summary_tokens + fixed,
+            model=summary.model or model_name,
+            stop_reason="compaction",
+            messages=(MessageDraft(role=MessageRole.SYSTEM, content={"text": summary.text}),),
+            consumed=tuple(consumed),
+            compaction=CompactionDraft(
+                summary=summary.text,
+                summarized_through_turn_id=plan.summarized_through_turn_id,
+                first_kept_turn_id=plan.first_kept_turn_id,
+                turns_summarized=len(plan.summarized),
+                trigger=trigger,
+                model=summary.model or model_name,
+                provider=port.provider,
+                tokens_before=plan.tokens_before + fixed,
+                tokens_after=plan.tokens_kept + summary_tokens + fixed,
+                summary_tokens=summary_tokens,
+                summarization_input_tokens=summary.usage.input_tokens,
+                summarization_output_tokens=summary.usage.output_tokens,
+                duration_ms=self.clock() - started,
+                instructions=instructions,
+                metadata={
+                    "fallback": summary.fallback,
+                    "error": summary.error,
+                    "kept_turns": len(plan.kept),
+                    "window": window,
+                },
+            ),
+        )
+        with self.database.unit_of_work() as uow:
+            outcome = uow.ledger.turns.commit(draft, epoch=epoch)
+            uow.commit()
+        if outcome.status == "committed":
+            self.publisher.publish(
+                snapshot.session.id, TURN_COMMITTED, {"turn_id": turn_id, "status": "compaction"}
+            )
+        return CompactionOutcome(
+            status=outcome.status,
+            turn_id=turn_id,
+            summary=summary.text,
+            fallback=summary.fallback,
+            turns_summarized=len(plan.summarized),
+        )

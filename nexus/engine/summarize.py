@@ -1,0 +1,121 @@
+"""The compaction summary: a model call over the prior summary and the turns leaving context.
+
+When the summariser fails (any error, or an empty answer) a deterministic digest is written
+instead, so a session can always compact and never wedges on a broken model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nexus.engine.context import SUMMARY_HEADER
+from nexus.engine.model import ModelDone, ModelError, ModelPort, ModelRequest
+from nexus.ledger.enums import MessageRole
+from nexus.ledger.records import MessageRecord, TokenUsage, TurnView
+
+SUMMARIZER_PROMPT = (
+    "You write the running summary of a conversation so that it can continue without its "
+    "earlier turns. Keep every fact, name, number, decision, commitment and open task, and "
+    "what the user wants. Carry over whatever the previous summary says that still matters. "
+    "Answer with the summary only, no preamble."
+)
+_MESSAGE_LIMIT = 2_000  # characters of one message shown to the summariser
+_DIGEST_LINE = 200
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    usage: TokenUsage
+    model: str | None
+    fallback: bool
+    error: str | None = None
+
+
+def transcript(turns: Sequence[TurnView]) -> str:
+    """The turns as plain text: tool calls and their results stay next to each other."""
+    lines: list[str] = []
+    for view in turns:
+        lines.extend(line for m in view.messages if (line := _line(m)) is not None)
+    return "\n".join(lines)
+
+
+def _line(message: MessageRecord) -> str | None:
+    content = message.content
+    if message.role == MessageRole.USER:
+        return f"User: {_clip(str(content.get('text', '')))}"
+    if message.role == MessageRole.ASSISTANT:
+        return f"Assistant: {_clip(str(content.get('text', '')))}"
+    if message.role == MessageRole.TOOL_CALL:
+        arguments = json.dumps(content.get("arguments") or {}, default=str)
+        return f"Assistant called tool {content.get('name')}({_clip(arguments)})"
+    if message.role == MessageRole.TOOL_RESULT:
+        shown = content.get("error") or json.dumps(content.get("result"), default=str)
+        return f"Tool result: {_clip(str(shown))}"
+    return None
+
+
+def _clip(text: str, limit: int = _MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary_request(
+    *, model: str, prior: str | None, turns: Sequence[TurnView], instructions: str | None
+) -> ModelRequest:
+    system = SUMMARIZER_PROMPT
+    if instructions:
+        system += f"\n\nThe user asked for this focus: {instructions}"
+    parts = []
+    if prior:
+        parts.append(f"{SUMMARY_HEADER}\n{prior}")
+    parts.append(f"[Conversation to summarise]\n{transcript(turns)}")
+    return ModelRequest(
+        model=model,
+        system=system,
+        messages=({"role": "user", "content": [{"type": "text", "text": "\n\n".join(parts)}]},),
+        max_tokens=2048,
+        purpose="summary",
+    )
+
+
+def summarize(
+    port: ModelPort, request: ModelRequest, *, prior: str | None, turns: Sequence[TurnView]
+) -> Summary:
+    """Ask the model; fall back to a digest on any failure (the session must move on)."""
+    try:
+        done = _final(port, request)
+    except ModelError as error:
+        return Summary(fallback_digest(prior, turns), TokenUsage(), None, True, str(error))
+    text = done.text.strip()
+    if not text:
+        return Summary(fallback_digest(prior, turns), done.usage, done.model, True, "empty summary")
+    return Summary(text, done.usage, done.model or request.model, False)
+
+
+def _final(port: ModelPort, request: ModelRequest) -> ModelDone:
+    stream = port.stream(request)
+    try:
+        for event in stream:
+            if isinstance(event, ModelDone):
+                return event
+    finally:
+        stream.close()
+    raise ModelError("model_error", "the summariser's stream ended without a final message")
+
+
+def fallback_digest(prior: str | None, turns: Sequence[TurnView]) -> str:
+    """First lines of what was said, newest last; keeps the prior summary whole."""
+    lines = []
+    if prior:
+        lines.append(prior)
+    lines.append("Earlier turns (automatic digest; the summariser was unavailable):")
+    for view in turns:
+        for message in view.messages:
+            if message.role in (MessageRole.USER, MessageRole.ASSISTANT):
+                text = str(message.content.get("text", "")).strip()
+                if text:
+                    first = text.splitlines()[0]
+                    lines.append(f"- {message.role.value}: {_clip(first, _DIGEST_LINE)}")
+    return "\n".join(lines)

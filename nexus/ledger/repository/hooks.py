@@ -1,0 +1,120 @@
+"""Hooks: the table that follows the hooks directory, breaker state, invocations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from nexus.ids import Clock, new_id
+from nexus.ledger.models import Hook, HookInvocation, table_of
+from nexus.ledger.records import HookRecord
+from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+
+hooks = table_of(Hook)
+invocations = table_of(HookInvocation)
+
+
+class HookRepository:
+    def __init__(self, connection: Connection, clock: Clock) -> None:
+        self._conn = connection
+        self._clock = clock
+
+    def sync(self, found: Sequence[tuple[str, str, str, str, str | None, str]]) -> None:
+        """Make the table follow the directory: (name, path, description, mode, schedule,
+        content_hash) per hook found. A hook whose file is gone is disabled, not deleted
+        (its invocations stay); a changed file keeps its breaker state and own state."""
+        now = self._clock()
+        names = [name for name, *_ in found]
+        for name, path, description, mode, schedule, content_hash in found:
+            values = {
+                "path": path,
+                "description": description,
+                "mode": mode,
+                "schedule": schedule,
+                "content_hash": content_hash,
+                "updated_at": now,
+            }
+            statement = upsert_insert(self._conn, hooks).values(
+                name=name,
+                enabled=True,
+                breaker_state="closed",
+                consecutive_errors=0,
+                state={},
+                created_at=now,
+                **values,
+            )
+            changed = {**values}
+            self._conn.execute(
+                statement.on_conflict_do_update(index_elements=["name"], set_=changed)
+            )
+        gone = update(hooks).where(hooks.c.enabled.is_(True))
+        if names:
+            gone = gone.where(hooks.c.name.not_in(names))
+        self._conn.execute(gone.values(enabled=False, updated_at=now))
+
+    def all(self) -> list[HookRecord]:
+        rows = self._conn.execute(select(*columns_for(hooks, HookRecord)).order_by(hooks.c.name))
+        return [to_record(HookRecord, row) for row in rows]
+
+    def get(self, name: str) -> HookRecord | None:
+        row = self._conn.execute(
+            select(*columns_for(hooks, HookRecord)).where(hooks.c.name == name)
+        ).one_or_none()
+        return None if row is None else to_record(HookRecord, row)
+
+    def after_call(
+        self,
+        name: str,
+        *,
+        breaker_state: str,
+        consecutive_errors: int,
+        opened_at: int | None,
+        state: dict[str, Any],
+        enabled: bool,
+        fired_at: int | None,
+    ) -> None:
+        values: dict[str, Any] = {
+            "breaker_state": breaker_state,
+            "consecutive_errors": consecutive_errors,
+            "opened_at": opened_at,
+            "state": state,
+            "enabled": enabled,
+            "updated_at": self._clock(),
+        }
+        if fired_at is not None:
+            values["last_fired_at"] = fired_at
+        self._conn.execute(update(hooks).where(hooks.c.name == name).values(values))
+
+    def record_invocation(
+        self,
+        name: str,
+        *,
+        event_id: str | None,
+        started_at: int,
+        latency_ms: int,
+        fired: bool,
+        result: dict[str, Any] | None,
+        error: str | None,
+    ) -> None:
+        self._conn.execute(
+            invocations.insert().values(
+                id=new_id(),
+                hook_name=name,
+                event_id=event_id,
+                started_at=started_at,
+                latency_ms=latency_ms,
+                fired=fired,
+                result=result,
+                error=error,
+            )
+        )
+
+    def invocations_of(self, name: str) -> list[dict[str, Any]]:
+        rows = self._conn.execute(
+            select(invocations)
+            .where(invocations.c.hook_name == name)
+            .order_by(invocations.c.started_at, invocations.c.id)
+        )
+        return [dict(row._mapping) for row in rows]

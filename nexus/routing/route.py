@@ -1,0 +1,79 @@
+"""route(): resolve a target to the session whose head a new turn will extend.
+
+Thread routing is the primitive (seed 000): a thread is a turn; if a session's head is that
+turn the turn continues it, otherwise continuing from there is a branch, so a fork session
+is created with the turn as its head. Session routing follows labels and aliases; persona
+routing goes to the persona's main session; smart routing searches what was said and falls
+back to the target it was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from nexus.access.keys import system_key
+from nexus.ledger.records import NewSession, SessionRecord
+from nexus.ledger.repository import Ledger, NotFound
+
+TargetKind = Literal["thread", "session", "persona"]
+
+
+@dataclass(frozen=True)
+class RouteTarget:
+    kind: TargetKind
+    value: str  # a turn id, a session label, or a persona name
+    smart: bool = False
+
+
+@dataclass(frozen=True)
+class Routed:
+    session: SessionRecord
+    how: str  # head | fork | label | alias | persona | created | smart
+    score: float | None = None
+
+
+def persona_session_label(persona_name: str) -> str:
+    return system_key(f"persona:{persona_name}")
+
+
+def route(ledger: Ledger, target: RouteTarget, *, text: str | None = None) -> Routed:
+    """The session a turn for `target` goes to; `smart` prefers the best-matching one."""
+    if target.smart and text:
+        matches = ledger.search.sessions_matching(text, limit=1)
+        if matches:
+            session_id, score = matches[0]
+            found = ledger.sessions.get(session_id)
+            if found is not None:
+                return Routed(found, "smart", score)
+    if target.kind == "thread":
+        return _thread(ledger, target.value)
+    if target.kind == "session":
+        return _session(ledger, target.value)
+    return _persona(ledger, target.value)
+
+
+def _thread(ledger: Ledger, turn_id: str) -> Routed:
+    found = ledger.sessions.headed_by(turn_id)
+    if found is not None:
+        return Routed(found, "head")
+    return Routed(ledger.sessions.fork(turn_id), "fork")
+
+
+def _session(ledger: Ledger, label: str) -> Routed:
+    found = ledger.sessions.resolve(label)
+    if found is None:
+        raise NotFound(f"no session labelled {label!r} (nor an alias of one)")
+    return Routed(found, "label" if found.label == label else "alias")
+
+
+def _persona(ledger: Ledger, persona_name: str) -> Routed:
+    persona = ledger.agents.get_by_name(persona_name)
+    if persona is None:
+        raise NotFound(f"no persona named {persona_name!r}")
+    label = persona_session_label(persona_name)
+    found = ledger.sessions.resolve(label)
+    if found is not None:
+        return Routed(found, "persona")
+    created = ledger.sessions.ensure(NewSession(label=label, persona_id=persona.id))
+    return Routed(created, "created")

@@ -1,0 +1,1 @@
+"""Loopback fakes of outside services, reached by the real client libraries."""

@@ -1,0 +1,90 @@
+"""A whole turn through the real anthropic SDK and a fake Messages API, on Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from nexus.adapters.anthropic.model import AnthropicModel
+from nexus.db import Database
+from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus
+from tests.contract.engine_support import RecordingTool, Rig, build_rig
+from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.support import FakeClock
+
+MODEL = "claude-sonnet-4-6"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+def _on_anthropic(rig: Rig, fake: FakeAnthropicServer) -> Rig:
+    port = AnthropicModel(api_key="sk-test", base_url=fake.base_url, max_retries=2)
+    rig.engine.model_for = lambda name: port
+    rig.engine.default_model = MODEL
+    return rig
+
+
+def test_a_two_tool_turn_commits_messages_calls_and_usage(
+    pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
+) -> None:
+    weather = RecordingTool("get_weather", answer={"celsius": 18})
+    rig = _on_anthropic(
+        build_rig(pg_database, clock, tools=[weather], granted=["get_weather", "current_time"]),
+        fake,
+    )
+    session = rig.session(capabilities=["test_tools"])
+    fake.reply_error(429, "rate_limit_error", "slow down")  # retried by the SDK
+    fake.reply_tool_uses(
+        [("get_weather", {"city": "Paris"}), ("current_time", {"timezone": "Europe/Paris"})],
+        text="Let me look.",
+        input_tokens=100,
+        output_tokens=40,
+    )
+    fake.reply_text("18 °C in Paris right now.", input_tokens=180, output_tokens=12, cache_read=50)
+    outcome = rig.say(session.id, "weather in Paris?")
+    assert outcome.status == "committed"
+    assert len(fake.requests) == 3  # the 429, the tool_use answer, the final answer
+    with pg_database.unit_of_work() as uow:
+        view = uow.ledger.threads.get_turn(outcome.turn_id)
+    assert view is not None and view.turn.status == TurnStatus.COMPLETED
+    assert [m.role for m in view.messages] == [
+        MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL_CALL, MessageRole.TOOL_CALL,
+        MessageRole.TOOL_RESULT, MessageRole.TOOL_RESULT, MessageRole.ASSISTANT,
+    ]  # fmt: skip
+    assert view.messages[-1].content["text"] == "18 °C in Paris right now."
+    assert [(c.tool_name, c.status) for c in view.tool_calls] == [
+        ("get_weather", ToolCallStatus.COMPLETED),
+        ("current_time", ToolCallStatus.COMPLETED),
+    ]
+    assert weather.calls == [{"city": "Paris"}]
+    turn = view.turn
+    assert (turn.prompt_tokens, turn.completion_tokens, turn.cache_read_tokens) == (280, 52, 50)
+    assert turn.context_tokens == 180 + 50 + 12
+    assert turn.stop_reason == "end_turn" and turn.model == MODEL
+    # The second call carried both tool results against the streamed tool_use ids.
+    second = fake.requests[2].body["messages"]
+    uses = [b["id"] for b in second[-2]["content"] if b["type"] == "tool_use"]
+    assert [b["tool_use_id"] for b in second[-1]["content"]] == uses
+
+
+def test_a_mid_stream_overload_fails_the_turn_and_keeps_the_partial_text(
+    pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
+) -> None:
+    rig = _on_anthropic(build_rig(pg_database, clock), fake)
+    session = rig.session()
+    fake.reply_stream_error("The answer begins")
+    outcome = rig.say(session.id, "explain")
+    assert outcome.status == "failed"
+    with pg_database.unit_of_work() as uow:
+        view = uow.ledger.threads.get_turn(outcome.turn_id)
+        after = uow.ledger.sessions.get(session.id)
+    assert view is not None and after is not None
+    assert view.turn.status == TurnStatus.FAILED and view.turn.error_kind == "model_error"
+    assert view.messages[-1].content == {"text": "The answer begins", "partial": True}
+    assert after.thread_id is None  # off the chain: the session did not move
+    assert "step.error" in rig.publisher.types(session.id)
