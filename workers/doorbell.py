@@ -18,6 +18,9 @@ class CeleryDoorbell:
     def session_has_work(self, session_id: str) -> None:
         self._app.send_task("nexus.session.run", args=[session_id])
 
+    def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
+        self._app.send_task("nexus.session.run", args=[session_id], countdown=delay_ms / 1000)
+
 
 def doorbell_for(settings: Settings) -> Doorbell:
     """Celery when a shared broker is configured; otherwise the relay will ring."""

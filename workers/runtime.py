@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import structlog
 from celery import Celery
 
 from nexus.access.policy import Policy, load_policies
 from nexus.db import Database
+from nexus.engine.factory import ModelCatalog, build_engine
+from nexus.hooks.loader import load_hooks
+from nexus.hooks.service import HookRunner
+from nexus.ingest.router import QueuePolicy
+from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.queueing.runner import SessionRunner
 from nexus.settings import Settings
 from workers.doorbell import CeleryDoorbell
+
+log = structlog.get_logger(__name__)
 
 
 class WorkerRuntime:
@@ -33,8 +42,56 @@ class WorkerRuntime:
     def doorbell(self) -> CeleryDoorbell:
         return CeleryDoorbell(self.app)
 
+    @cached_property
+    def coordination(self) -> Coordination:
+        if self.settings.redis_url is None:
+            return InProcessCoordination()  # embedded: API, worker and timer share a process
+        from nexus.adapters.redis_coordination import RedisCoordination
+
+        prefix = self.settings.broker_prefix or "nexus:"
+        return RedisCoordination.from_url(self.settings.redis_url, prefix=prefix)
+
+    @cached_property
+    def queueing(self) -> QueuePolicy:
+        return QueuePolicy(cap=self.settings.queue_cap, drop=self.settings.queue_drop_policy)
+
+    @cached_property
+    def session_runner(self) -> SessionRunner:
+        engine = build_engine(
+            self.settings, self.database, publisher=self.coordination, doorbell=self.doorbell
+        )
+        return SessionRunner(
+            database=self.database,
+            engine=engine,
+            coordination=self.coordination,
+            doorbell=self.doorbell,
+            lease_ttl_ms=self.settings.session_lease_ms,
+            turn_time_limit_ms=self.settings.turn_time_limit_seconds * 1000,
+            collect_window_ms=self.settings.collect_window_ms,
+        )
+
+    @cached_property
+    def hook_runner(self) -> HookRunner:
+        report = load_hooks(self.settings.hooks_dir)
+        for problem in report.problems:
+            log.warning("hook_not_loaded", problem=problem)
+        catalog = ModelCatalog(self.settings)
+        model = self.settings.default_model
+        runner = HookRunner(
+            database=self.database,
+            hooks=report.hooks,
+            doorbell=self.doorbell,
+            llm_port=lambda: catalog(model),
+            llm_model=model,
+        )
+        runner.sync()
+        return runner
+
     def after_fork(self) -> None:
         """A child must not share its parent's database sockets."""
         if "database" in self.__dict__:
             self.database.dispose()
             del self.__dict__["database"]
+        # Everything built on the database (or on sockets) is rebuilt in the child.
+        for built in ("session_runner", "coordination", "hook_runner"):
+            self.__dict__.pop(built, None)

@@ -8,8 +8,10 @@ import structlog
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
+from nexus.ids import now_ms
 from nexus.ingest.relay import relay
 from nexus.ingest.router import process_event
+from nexus.timer.tick import tick
 
 log = structlog.get_logger(__name__)
 
@@ -24,7 +26,14 @@ def _runtime() -> Any:
 def process(event_id: str) -> str:
     runtime = _runtime()
     with runtime.database.unit_of_work() as uow:
-        routed = process_event(uow, event_id, runtime.policies, runtime.doorbell)
+        routed = process_event(
+            uow,
+            event_id,
+            runtime.policies,
+            runtime.doorbell,
+            arrivals=runtime.coordination,
+            queueing=runtime.queueing,
+        )
         uow.commit()
     log.info(
         "event_routed",
@@ -32,7 +41,50 @@ def process(event_id: str) -> str:
         disposition=routed.disposition,
         session=routed.session_label,
     )
+    # Hooks run after the event is routed and committed: a slow or broken hook can delay
+    # nothing the person is waiting for.
+    invocations = runtime.hook_runner.run(event_id)
+    if invocations:
+        log.info(
+            "hooks_evaluated",
+            event_id=event_id,
+            hooks=len(invocations),
+            fired=sum(i.fired for i in invocations),
+        )
     return routed.disposition
+
+
+@shared_task(name="nexus.timer.tick")
+def timer_tick() -> int:
+    """Every 60 s from beat: due timer minutes, then the relay (stale doorbells, claims)."""
+    runtime = _runtime()
+    with runtime.database.unit_of_work() as uow:
+        ticked = tick(uow, runtime.doorbell, now_ms=now_ms())
+        uow.commit()
+    with runtime.database.unit_of_work() as uow:
+        counts = relay(uow, runtime.doorbell)
+    log.info(
+        "timer_tick",
+        minutes=len(ticked.minutes),
+        skipped=ticked.skipped,
+        relayed_events=counts.events,
+        relayed_sessions=counts.sessions,
+    )
+    return len(ticked.minutes)
+
+
+@shared_task(name="nexus.session.run")
+def run_session(session_id: str) -> str:
+    report = _runtime().session_runner.run(session_id)
+    log.info(
+        "session_run",
+        session_id=session_id,
+        status=report.status,
+        turns=report.turns,
+        failed=report.failed,
+        dead_lettered=report.dead_lettered,
+    )
+    return str(report.status)
 
 
 @worker_process_init.connect

@@ -9,11 +9,13 @@ from fastapi.responses import JSONResponse
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
 from nexus.adapters.inbound.registry import build_adapters
-from nexus.api import entities, events, inbound
+from nexus.api import entities, events, inbound, sessions
 from nexus.api.auth import TokenCheck
 from nexus.api.errors import ApiError, api_error_handler, error_body, rejected_handler
 from nexus.api.state import AppState
 from nexus.db import Database
+from nexus.engine.factory import build_engine
+from nexus.engine.service import Engine
 from nexus.ids import Clock, now_ms
 from nexus.ingest.doorbell import Doorbell
 from nexus.settings import Settings
@@ -31,6 +33,7 @@ def create_app(
     *,
     clock: Clock = now_ms,
     open_on_loopback: bool = False,
+    engine: Engine | None = None,
 ) -> FastAPI:
     """An app bound to one database and doorbell (the entry point chooses both).
 
@@ -46,6 +49,7 @@ def create_app(
         doorbell=doorbell,
         clock=clock,
         tokens=TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback),
+        engine=engine or build_engine(settings, database, doorbell=doorbell),
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
@@ -53,6 +57,7 @@ def create_app(
     app.include_router(inbound.router)
     app.include_router(events.router)
     app.include_router(entities.router)
+    app.include_router(sessions.router)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from nexus.adapters.inbound.base import InboundAdapter
 from nexus.api.auth import TokenCheck
 from nexus.db import Database
+from nexus.engine.service import Engine
 from nexus.ids import Clock
 from nexus.ingest.doorbell import Doorbell
 from nexus.settings import Settings
@@ -20,3 +21,4 @@ class AppState:
     doorbell: Doorbell
     clock: Clock
     tokens: TokenCheck
+    engine: Engine

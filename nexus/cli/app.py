@@ -133,5 +133,62 @@ def merge(
         console.print(f"  alias {alias} -> {result.primary_session}")
 
 
+@app.command("turn")
+def turn_command(
+    turn_id: str = typer.Argument(..., help="The turn's id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one turn with its messages and tool calls."""
+    from nexus.cli.conversation import turn
+
+    turn(_settings(), turn_id, as_json=as_json)
+
+
+@app.command("fork")
+def fork_command(
+    turn_id: str = typer.Argument(..., help="The turn to branch from."),
+    label: str | None = typer.Option(None, "--label", help="The new session's label."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Create a new session whose head is TURN_ID (the persona is inherited)."""
+    from nexus.cli.conversation import fork
+
+    fork(_settings(), turn_id, label=label, as_json=as_json)
+
+
+@app.command("compact")
+def compact_command(
+    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    instructions: str | None = typer.Argument(None, help="What the summary should focus on."),
+) -> None:
+    """Compact SESSION now; history stays, the context starts from the summary."""
+    from nexus.cli.conversation import compact
+
+    compact(_settings(), session, instructions)
+
+
+@app.command("queue")
+def queue_command(
+    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    cancel: str | None = typer.Option(None, "--cancel", help="Cancel this waiting item."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show a session's queued items and what became of each."""
+    from nexus.cli.conversation import queue
+
+    queue(_settings(), session, cancel=cancel, as_json=as_json)
+
+
+@app.command("tree")
+def tree_command(
+    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show a session's turn tree, with compactions, workers and forks marked."""
+    from nexus.cli.conversation import tree
+
+    tree(_settings(), session, as_json=as_json)
+
+
 def main() -> None:
     app()

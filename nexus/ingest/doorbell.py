@@ -13,6 +13,10 @@ class Doorbell(Protocol):
 
     def session_has_work(self, session_id: str) -> None: ...
 
+    def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
+        """Ring later: work that is not ready yet (a collect window, a retry backoff)."""
+        ...
+
 
 @dataclass
 class RecordingDoorbell:
@@ -20,12 +24,16 @@ class RecordingDoorbell:
 
     events: list[str] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
+    later: list[tuple[str, int]] = field(default_factory=list)
 
     def event_received(self, event_id: str) -> None:
         self.events.append(event_id)
 
     def session_has_work(self, session_id: str) -> None:
         self.sessions.append(session_id)
+
+    def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
+        self.later.append((session_id, delay_ms))
 
 
 class DeferredDoorbell:
@@ -36,4 +44,7 @@ class DeferredDoorbell:
         return None
 
     def session_has_work(self, session_id: str) -> None:
+        return None
+
+    def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
         return None

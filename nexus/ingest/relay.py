@@ -22,7 +22,7 @@ def relay(uow: UnitOfWork, doorbell: Doorbell, *, grace_ms: int = DEFAULT_GRACE_
     the router and the session run each tolerate a second ring for the same work."""
     now = uow.ledger.clock()
     events = uow.ledger.events.unprocessed(received_before=now - grace_ms)
-    sessions = uow.ledger.queue.sessions_with_ready_work()
+    sessions = uow.ledger.queue.sessions_owed_a_run()
     for event_id in events:
         doorbell.event_received(event_id)
     for session_id in sessions:

@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Literal, Protocol
 
 from nexus.access.policy import Decision, Delivery, PeerKind, Policy, Principal, decide
 from nexus.db import UnitOfWork
+from nexus.engine.query import QueryMessage
 from nexus.ingest.doorbell import Doorbell
+from nexus.ingest.notices import drop_over_cap
 from nexus.ledger.enums import EventStatus, MessageSource, QueueMode, SessionOrigin
 from nexus.ledger.records import EventRecord, NewQueueItem, NewSession
 from nexus.ledger.repository import NotFound
+from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
+from nexus.queueing.modes import arrival_action
 
 QUEUED, DENIED = "queued", "denied"
 
@@ -28,6 +32,20 @@ _DEFAULT_MODES = {
 
 def default_queue_mode(source: MessageSource | None) -> QueueMode:
     return _DEFAULT_MODES.get(source, QueueMode.QUEUE) if source else QueueMode.QUEUE
+
+
+class ArrivalSignals(Protocol):
+    """How an arriving message reaches a turn already running (the coordination port)."""
+
+    def request_abort(self, session_id: str) -> None: ...
+
+    def steer(self, session_id: str, message: QueryMessage) -> None: ...
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    cap: int = DEFAULT_CAP
+    drop: DropPolicy = "summarize"
 
 
 @dataclass(frozen=True)
@@ -71,7 +89,13 @@ def delivery_for(event: EventRecord) -> Delivery:
 
 
 def process_event(
-    uow: UnitOfWork, event_id: str, policies: Sequence[Policy], doorbell: Doorbell
+    uow: UnitOfWork,
+    event_id: str,
+    policies: Sequence[Policy],
+    doorbell: Doorbell,
+    *,
+    arrivals: ArrivalSignals | None = None,
+    queueing: QueuePolicy = QueuePolicy(),
 ) -> Routed:
     """Route one stored event to a session's queue; safe to run twice for one event."""
     event = uow.ledger.events.get(event_id)
@@ -102,7 +126,10 @@ def process_event(
     )
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
     if created:
+        drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
         uow.after_commit(partial(doorbell.session_has_work, session.id))
+        if arrivals is not None:
+            _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
     return Routed(
         event_id=event_id,
         disposition="queued",
@@ -110,3 +137,31 @@ def process_event(
         session_label=session.label,
         queue_item_id=item_id,
     )
+
+
+def _signal_running_turn(
+    uow: UnitOfWork,
+    arrivals: ArrivalSignals,
+    session_id: str,
+    mode: QueueMode,
+    event: EventRecord,
+    item_id: str,
+) -> None:
+    """After commit, tell a turn that may be running: stop (interrupt) or take this (steer).
+    A signal nobody takes is harmless: the item is queued and a later turn answers it."""
+    action = arrival_action(mode)
+    if action == "abort":
+        uow.after_commit(partial(arrivals.request_abort, session_id))
+    elif action == "steer":
+        message = QueryMessage(
+            text=event.text or "",
+            source=event.source or MessageSource.HUMAN,
+            event_id=event.id,
+            queue_item_id=item_id,
+            platform=event.platform,
+            sender_name=event.sender_name,
+            sender_id=event.sender_id,
+            occurred_at=event.occurred_at,
+            extends_answer=mode == QueueMode.STEER,
+        )
+        uow.after_commit(partial(arrivals.steer, session_id, message))

@@ -27,13 +27,23 @@ def worker_environment(database_url: str) -> dict[str, str]:
 
 @contextmanager
 def celery_worker(
-    environment: dict[str, str], log_path: Path, *, queues: str = "events", timeout: float = 60
+    environment: dict[str, str],
+    log_path: Path,
+    *,
+    queues: str = "events",
+    timeout: float = 60,
+    threads: int = 0,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A `celery worker` subprocess, ready to consume when the block starts."""
+    """A `celery worker` subprocess, ready to consume when the block starts.
+
+    `threads` > 0 runs a thread pool of that size (events are routed while a turn runs, as
+    with any concurrency above one); 0 runs the solo pool.
+    """
     log = log_path.open("wb")
+    pool = ["-P", "threads", "-c", str(threads)] if threads else ["-P", "solo"]
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", queues,
-         "-P", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat",
+         *pool, "--without-gossip", "--without-mingle", "--without-heartbeat",
          "-l", "INFO"],
         cwd=ROOT,
         env={**os.environ, **environment},

@@ -49,7 +49,7 @@ def _by_name(checks: list[dict[str, str]]) -> dict[str, dict[str, str]]:
 def test_db_upgrade_builds_the_embedded_ledger(tmp_path: Path) -> None:
     result = runner.invoke(app, ["db", "upgrade"])
     assert result.exit_code == 0, result.output
-    assert "0001" in result.output
+    assert "0002" in result.output
     engine = build_engine(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
     try:
         assert {"sessions", "turns", "queue_items"} <= set(inspect(engine).get_table_names())

@@ -1,0 +1,89 @@
+"""Coordination over Redis: SET NX leases with a token, a flag key, a list inbox, pub/sub."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict
+from typing import Any
+
+import redis
+from redis.exceptions import LockError
+
+from nexus.engine.query import QueryMessage
+from nexus.ledger.enums import MessageSource
+
+SIGNAL_TTL_S = 3_600  # a signal nobody took is stale after an hour; its input is durable
+
+
+class RedisLease:
+    def __init__(self, lock: Any, ttl_s: float) -> None:
+        self._lock = lock
+        self._ttl_s = ttl_s
+
+    def extend(self) -> bool:
+        try:
+            return bool(self._lock.extend(self._ttl_s, replace_ttl=True))
+        except LockError:
+            return False  # expired, or someone else's now
+
+    def release(self) -> None:
+        with contextlib.suppress(LockError):  # it expired: nothing of ours to release
+            self._lock.release()
+
+
+class RedisCoordination:
+    def __init__(self, client: redis.Redis, *, prefix: str = "nexus:") -> None:
+        self._redis = client
+        self._prefix = prefix
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str = "nexus:") -> RedisCoordination:
+        return cls(redis.Redis.from_url(url), prefix=prefix)
+
+    def _key(self, kind: str, name: str) -> str:
+        return f"{self._prefix}{kind}:{name}"
+
+    def acquire(self, name: str, ttl_ms: int) -> RedisLease | None:
+        # thread_local=False: the keep-alive thread extends a lock another thread took.
+        lock = self._redis.lock(self._key("lease", name), timeout=ttl_ms / 1000, thread_local=False)
+        if not lock.acquire(blocking=False):
+            return None
+        return RedisLease(lock, ttl_ms / 1000)
+
+    def request_abort(self, session_id: str) -> None:
+        self._redis.set(self._key("abort", session_id), 1, ex=SIGNAL_TTL_S)
+
+    def clear_abort(self, session_id: str) -> None:
+        self._redis.delete(self._key("abort", session_id))
+
+    def abort_requested(self, session_id: str) -> bool:
+        return bool(self._redis.exists(self._key("abort", session_id)))
+
+    def steer(self, session_id: str, message: QueryMessage) -> None:
+        key = self._key("steer", session_id)
+        pipe = self._redis.pipeline()
+        pipe.rpush(key, json.dumps(asdict(message)))
+        pipe.expire(key, SIGNAL_TTL_S)
+        pipe.execute()
+
+    def take_steering(self, session_id: str) -> list[QueryMessage]:
+        key = self._key("steer", session_id)
+        pipe = self._redis.pipeline()  # MULTI: read and clear as one step
+        pipe.lrange(key, 0, -1)
+        pipe.delete(key)
+        raw, _ = pipe.execute()
+        return [_query(json.loads(item)) for item in raw]
+
+    def steer_waiting(self, session_id: str) -> bool:
+        waiting = self._redis.lrange(self._key("steer", session_id), 0, -1)
+        return any(json.loads(item).get("extends_answer") for item in waiting)
+
+    def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        payload = json.dumps({"type": event_type, "data": data}, default=str)
+        self._redis.publish(self._key("stream", session_id), payload)
+
+
+def _query(fields: dict[str, Any]) -> QueryMessage:
+    fields["source"] = MessageSource(fields.get("source") or MessageSource.HUMAN)
+    return QueryMessage(**fields)

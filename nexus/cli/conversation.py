@@ -1,0 +1,163 @@
+"""CLI commands on the turn tree: show a turn, fork from it, compact a session."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+
+from nexus.db import Database
+from nexus.settings import Settings
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def _database(settings: Settings) -> Database:
+    return Database(settings.database_url)
+
+
+def turn(settings: Settings, turn_id: str, *, as_json: bool) -> None:
+    """Print one turn with its messages and tool calls."""
+    database = _database(settings)
+    try:
+        with database.unit_of_work() as uow:
+            view = uow.ledger.threads.get_turn(turn_id)
+    finally:
+        database.dispose()
+    if view is None:
+        errors.print(f"[red]no turn[/red] {turn_id!r}")
+        raise typer.Exit(1)
+    if as_json:
+        console.print_json(view.model_dump_json())
+        return
+    t = view.turn
+    console.print(f"[bold]{t.id}[/bold] {t.turn_type} {t.status} parent={t.parent_turn_id}")
+    for message in view.messages:
+        console.print(f"  [{message.role.value}] {json.dumps(message.content, default=str)}")
+
+
+def fork(settings: Settings, turn_id: str, *, label: str | None, as_json: bool) -> None:
+    """A new session whose head is TURN_ID."""
+    from nexus.ledger.repository import LedgerError
+
+    database = _database(settings)
+    try:
+        with database.unit_of_work() as uow:
+            session = uow.ledger.sessions.fork(turn_id, label=label)
+            uow.commit()
+    except LedgerError as error:
+        errors.print(f"[red]fork refused[/red]: {error}")
+        raise typer.Exit(1) from error
+    finally:
+        database.dispose()
+    if as_json:
+        console.print_json(session.model_dump_json())
+    else:
+        console.print(f"forked [bold]{session.label}[/bold] at {turn_id}")
+
+
+def compact(settings: Settings, session_label: str, instructions: str | None) -> None:
+    """Compact the session now, with optional instructions for the summariser."""
+    from nexus.engine.factory import ModelUnavailable, build_engine
+    from nexus.ledger.enums import CompactionTrigger
+    from nexus.ledger.repository import LedgerError
+
+    database = _database(settings)
+    try:
+        with database.unit_of_work() as uow:
+            session = uow.ledger.sessions.resolve(session_label)
+            if session is None:
+                errors.print(f"[red]no session[/red] {session_label!r}")
+                raise typer.Exit(1)
+            epoch = uow.ledger.sessions.claim(session.id)
+            uow.commit()
+        engine = build_engine(settings, database)
+        outcome = engine.compact(
+            session.id, epoch=epoch, trigger=CompactionTrigger.MANUAL, instructions=instructions
+        )
+    except (LedgerError, ModelUnavailable) as error:
+        errors.print(f"[red]compaction failed[/red]: {error}")
+        raise typer.Exit(1) from error
+    finally:
+        database.dispose()
+    if outcome.status == "nothing":
+        console.print("nothing to compact: the session has no turns in context")
+    elif outcome.status == "fenced":
+        errors.print("[yellow]a turn committed meanwhile; run the command again[/yellow]")
+        raise typer.Exit(1)
+    else:
+        note = " (digest: the summariser was unavailable)" if outcome.fallback else ""
+        console.print(f"compacted {outcome.turns_summarized} turns into {outcome.turn_id}{note}")
+
+
+def queue(settings: Settings, session_label: str, *, cancel: str | None, as_json: bool) -> None:
+    """The session's queue items and their dispositions; optionally cancel a waiting one."""
+    from rich.table import Table
+
+    from nexus.ledger.enums import Disposition, QueueStatus
+
+    database = _database(settings)
+    try:
+        with database.unit_of_work() as uow:
+            session = uow.ledger.sessions.resolve(session_label)
+            if session is None:
+                errors.print(f"[red]no session[/red] {session_label!r}")
+                raise typer.Exit(1)
+            if cancel is not None:
+                changed = uow.ledger.queue.dispose(
+                    [cancel],
+                    status=QueueStatus.DROPPED,
+                    disposition=Disposition.CANCELLED,
+                    detail="cancelled from the CLI",
+                    only_waiting=True,
+                )
+                if not changed:
+                    errors.print(f"[red]cannot cancel[/red] {cancel}: not a waiting item here")
+                    raise typer.Exit(1)
+                uow.commit()
+            items = uow.ledger.queue.for_session(session.id)
+    finally:
+        database.dispose()
+    if as_json:
+        console.print_json(json.dumps([item.model_dump(mode="json") for item in items]))
+        return
+    table = Table("id", "mode", "status", "disposition", "attempts", "detail")
+    for item in items:
+        table.add_row(
+            item.id,
+            item.mode.value,
+            item.status.value,
+            item.disposition.value if item.disposition else "",
+            str(item.attempts),
+            item.disposition_detail or "",
+        )
+    console.print(table)
+
+
+def tree(settings: Settings, session_label: str, *, as_json: bool) -> None:
+    """The session's turn tree: compactions, workers and forks marked."""
+    from nexus.agents.tree import session_tree
+    from nexus.ledger.repository import NotFound
+
+    database = _database(settings)
+    try:
+        with database.unit_of_work() as uow:
+            found = session_tree(uow.ledger, session_label)
+    except NotFound as error:
+        errors.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from error
+    finally:
+        database.dispose()
+    if as_json:
+        console.print_json(json.dumps(found))
+        return
+    parent = f"  (worker of {found['parent']})" if found["parent"] else ""
+    console.print(f"[bold]{found['session']}[/bold]{parent}")
+    for turn in found["turns"]:
+        mark = "◆ compaction" if turn["type"] == "compaction" else turn["status"]
+        console.print(f"├─ {turn['id']}  {mark}  {turn['query'] or ''} → {turn['answer'] or ''}")
+        for branch in turn["branches"]:
+            task = f"  ({branch['task']})" if branch["task"] else ""
+            console.print(f"│   └─ {branch['kind']} [bold]{branch['session']}[/bold]{task}")

@@ -1,0 +1,89 @@
+"""Queue overflow: drop per the cap policy, give each dropped item its disposition, and
+record the notice its sender is owed (an outbound event the delivery layer sends)."""
+
+from __future__ import annotations
+
+from nexus.db import UnitOfWork
+from nexus.ledger.enums import Disposition, QueueStatus
+from nexus.ledger.records import EventDraft, EventRecord, QueueItemRecord
+from nexus.queueing.caps import DropPolicy, over_cap
+
+NOTICE = "notice"
+SUMMARY_PENDING = "; summary pending"
+_PREVIEW = 80
+
+
+def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> int:
+    """Returns how many items were dropped."""
+    waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
+    decision = over_cap(waiting, cap=cap, policy=policy)
+    if not decision.dropped:
+        return 0
+    detail = f"queue cap {cap} reached (policy {policy})"
+    if decision.one_notice:
+        # One notice and one summary for the whole overflow, written when the session next
+        # runs (summarize_overflow), so a burst of drops is told once, not once per drop.
+        detail += SUMMARY_PENDING
+    uow.ledger.queue.dispose(
+        [item.id for item in decision.dropped],
+        status=QueueStatus.DROPPED,
+        disposition=Disposition.DROPPED,
+        detail=detail,
+        only_waiting=True,  # a run may have claimed one since we looked
+    )
+    if not decision.one_notice:
+        for item in decision.dropped:
+            event = _event(uow, item)
+            text = f"Your message was not answered because too many were waiting (limit {cap})."
+            _notice(uow, f"notice:dropped:{item.id}", event, f"{text} It said: {_preview(event)}")
+    return len(decision.dropped)
+
+
+def summarize_overflow(uow: UnitOfWork, session_id: str) -> str | None:
+    """For drops under `summarize` not yet told: one notice to the sender, and the summary
+    text the next turn reads (None when nothing is pending)."""
+    pending = uow.ledger.queue.dropped_pending_summary(session_id, marker=SUMMARY_PENDING)
+    if not pending:
+        return None
+    events = [_event(uow, item) for item in pending]
+    said = "\n".join(f"- {_preview(event)}" for event in events if event is not None)
+    notice = (
+        f"{len(pending)} of your earlier messages were not answered one by one because too "
+        f"many were waiting. I have their gist:\n{said}"
+    )
+    _notice(uow, f"notice:overflow:{pending[-1].id}", events[-1], notice)
+    uow.ledger.queue.mark_summarized([item.id for item in pending], marker=SUMMARY_PENDING)
+    return (
+        f"[{len(pending)} earlier messages were dropped because the queue was full. "
+        f"They said:\n{said}]"
+    )
+
+
+def _event(uow: UnitOfWork, item: QueueItemRecord) -> EventRecord | None:
+    return uow.ledger.events.get(item.event_id) if item.event_id else None
+
+
+def _preview(event: EventRecord | None) -> str:
+    text = (event.text or "") if event is not None else ""
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def _notice(uow: UnitOfWork, notice_id: str, about: EventRecord | None, text: str) -> None:
+    """An outbound event addressed to where `about` came from; stored, never routed."""
+    uow.ledger.events.insert(
+        EventDraft(
+            id=notice_id,
+            adapter=about.adapter if about else "nexus",
+            platform=about.platform if about else "nexus",
+            kind=NOTICE,
+            direction="outbound",
+            space=about.space if about else None,
+            container_kind=about.container_kind if about else None,
+            container_id=about.container_id if about else None,
+            platform_thread_id=about.platform_thread_id if about else None,
+            reply_to=about.message_id if about else None,
+            text=text,
+            occurred_at=uow.ledger.clock(),
+        )
+    )
+    uow.ledger.events.mark_processed(notice_id, NOTICE, "queue overflow notice")

@@ -1,0 +1,153 @@
+"""The coordination port: a per-session lease, the abort flag, the steer inbox, a stream.
+
+Redis implements it across workers (nexus/adapters/redis_coordination.py); the in-process
+twin here serves the embedded mode and unit tests, and one contract suite runs against both.
+None of it is durable, and none of it needs to be: the lease only saves duplicate work (the
+epoch fence makes commits correct), and every signal's input is also a queue item in the
+ledger that a later turn picks up if the signal is lost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nexus.engine.query import QueryMessage
+from nexus.engine.signals import InProcessSignals
+from nexus.engine.stream import RecordingPublisher
+
+
+class Lease(Protocol):
+    def extend(self) -> bool:
+        """Push the expiry out by the lease's TTL; False once it was lost to someone else."""
+        ...
+
+    def release(self) -> None:
+        """Give it up; harmless if it already expired."""
+        ...
+
+
+class Coordination(Protocol):
+    def acquire(self, name: str, ttl_ms: int) -> Lease | None:
+        """The lease `name` if nobody holds it, else None (never blocks)."""
+        ...
+
+    def request_abort(self, session_id: str) -> None: ...
+
+    def clear_abort(self, session_id: str) -> None: ...
+
+    def abort_requested(self, session_id: str) -> bool: ...
+
+    def steer(self, session_id: str, message: QueryMessage) -> None: ...
+
+    def take_steering(self, session_id: str) -> list[QueryMessage]: ...
+
+    def steer_waiting(self, session_id: str) -> bool: ...
+
+    def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class _Held:
+    token: str
+    expires_at: float
+
+
+@dataclass
+class InProcessLease:
+    owner: InProcessCoordination
+    name: str
+    token: str
+    ttl_s: float
+
+    def extend(self) -> bool:
+        return self.owner._extend(self.name, self.token, self.ttl_s)
+
+    def release(self) -> None:
+        self.owner._release(self.name, self.token)
+
+
+@dataclass
+class InProcessCoordination:
+    """Everything in this process's memory, thread-safe; leases expire like Redis keys."""
+
+    signals: InProcessSignals = field(default_factory=InProcessSignals)
+    stream: RecordingPublisher = field(default_factory=RecordingPublisher)
+    _held: dict[str, _Held] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def acquire(self, name: str, ttl_ms: int) -> InProcessLease | None:
+        now = time.monotonic()
+        with self._lock:
+            held = self._held.get(name)
+            if held is not None and held.expires_at > now:
+                return None
+            token = uuid.uuid4().hex
+            self._held[name] = _Held(token, now + ttl_ms / 1000)
+        return InProcessLease(self, name, token, ttl_ms / 1000)
+
+    def _extend(self, name: str, token: str, ttl_s: float) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            held = self._held.get(name)
+            if held is None or held.token != token or held.expires_at <= now:
+                return False
+            held.expires_at = now + ttl_s
+            return True
+
+    def _release(self, name: str, token: str) -> None:
+        with self._lock:
+            held = self._held.get(name)
+            if held is not None and held.token == token:
+                del self._held[name]
+
+    def request_abort(self, session_id: str) -> None:
+        self.signals.request_abort(session_id)
+
+    def clear_abort(self, session_id: str) -> None:
+        self.signals.clear_abort(session_id)
+
+    def abort_requested(self, session_id: str) -> bool:
+        return self.signals.abort_requested(session_id)
+
+    def steer(self, session_id: str, message: QueryMessage) -> None:
+        self.signals.steer(session_id, message)
+
+    def take_steering(self, session_id: str) -> list[QueryMessage]:
+        return self.signals.take_steering(session_id)
+
+    def steer_waiting(self, session_id: str) -> bool:
+        return self.signals.steer_waiting(session_id)
+
+    def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        self.stream.publish(session_id, event_type, data)
+
+
+class KeepAlive:
+    """Extends a lease every third of its TTL on a daemon thread while a turn runs (a
+    model call can outlast any fixed TTL). `lost` turns true if an extension fails: the run
+    goes on, and the epoch fence decides whether its commit still counts."""
+
+    def __init__(self, lease: Lease, ttl_ms: int) -> None:
+        self._lease = lease
+        self._every = ttl_ms / 3000
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread = threading.Thread(target=self._run, name="lease-keepalive", daemon=True)
+
+    def __enter__(self) -> KeepAlive:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            if not self._lease.extend():
+                self.lost = True
+                return

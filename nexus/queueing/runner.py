@@ -1,0 +1,285 @@
+"""The session run: one worker at a time turns a session's queue into committed turns.
+
+Lease (duplicate-work saver) → per turn: pick by queue mode → claim in the ledger (epoch + 1,
+items claimed under it) → run the engine (abort flag, steer inbox, time limit) → commit with
+compare-and-set on head and epoch → repeat while work is ready → release → ring again if
+anything is owed. Correctness never depends on the lease: a run that lost it is fenced at
+commit and its items go back to the queue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import structlog
+
+from nexus.agents.results import deliver
+from nexus.db import Database
+from nexus.engine.query import QueryMessage
+from nexus.engine.service import Engine, TurnOutcome
+from nexus.ids import Clock, new_id, now_ms
+from nexus.ingest.doorbell import Doorbell
+from nexus.ingest.notices import summarize_overflow
+from nexus.ledger.enums import Disposition, MessageSource, QueueStatus, TurnStatus
+from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
+from nexus.queueing.coordination import Coordination, KeepAlive
+from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS, Idle, Run, WaitUntil, next_work
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 3
+RETRY_BACKOFF_MS = (1_000, 5_000, 30_000)
+
+
+@dataclass(frozen=True)
+class RunReport:
+    status: str  # busy | done | waiting | fenced
+    turns: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+
+
+class TurnDeadline:
+    """The engine's signals for one turn: the shared abort flag, the time limit, and the
+    steer inbox minus what this turn already holds."""
+
+    def __init__(
+        self, coordination: Coordination, *, deadline_ms: int, clock: Clock, holding: set[str]
+    ) -> None:
+        self._coordination = coordination
+        self._deadline = deadline_ms
+        self._clock = clock
+        self._holding = holding
+        self.timed_out = False
+
+    def abort_requested(self, session_id: str) -> bool:
+        if self._clock() >= self._deadline:
+            self.timed_out = True
+            return True
+        return self._coordination.abort_requested(session_id)
+
+    def take_steering(self, session_id: str) -> list[QueryMessage]:
+        taken = self._coordination.take_steering(session_id)
+        return [m for m in taken if m.queue_item_id not in self._holding]
+
+    def steer_waiting(self, session_id: str) -> bool:
+        return self._coordination.steer_waiting(session_id)
+
+
+@dataclass
+class SessionRunner:
+    database: Database
+    engine: Engine
+    coordination: Coordination
+    doorbell: Doorbell
+    clock: Clock = now_ms
+    lease_ttl_ms: int = 30_000
+    turn_time_limit_ms: int = 600_000
+    collect_window_ms: int = DEFAULT_COLLECT_WINDOW_MS
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_turns_per_run: int = 50  # then re-ring, so one busy session cannot hog a worker
+
+    def run(self, session_id: str) -> RunReport:
+        lease = self.coordination.acquire(f"session:{session_id}", self.lease_ttl_ms)
+        if lease is None:
+            # Whoever holds it re-checks the queue after releasing, so nothing is stranded.
+            return RunReport(status="busy")
+        turns = failed = dead = 0
+        status = "done"
+        try:
+            self._reclaim(session_id)
+            with KeepAlive(lease, self.lease_ttl_ms):
+                while turns + failed < self.max_turns_per_run:
+                    step = self._step(session_id)
+                    if step in ("idle", "waiting", "fenced"):
+                        status = "waiting" if step == "waiting" else status
+                        status = "fenced" if step == "fenced" else status
+                        break
+                    if step == "failed" or step == "dead":
+                        failed += 1
+                        dead += step == "dead"
+                    else:
+                        turns += 1
+        finally:
+            lease.release()
+        self._ring_if_owed(session_id)
+        return RunReport(status=status, turns=turns, failed=failed, dead_lettered=dead)
+
+    def _reclaim(self, session_id: str) -> None:
+        """Claims left by a run that died (kill -9, lost lease) go back to the queue, and
+        the lost attempt is recorded as a failed turn off the chain, so it stays visible."""
+        with self.database.unit_of_work() as uow:
+            stale = uow.ledger.queue.reclaim(session_id, max_attempts=self.max_attempts)
+            if not stale:
+                return
+            session = uow.ledger.sessions.get(session_id)
+            now = self.clock()
+            for epoch in sorted({item.claimed_epoch or 0 for item in stale}):
+                lost = [item.id for item in stale if (item.claimed_epoch or 0) == epoch]
+                uow.ledger.turns.record_attempt(
+                    TurnDraft(
+                        id=new_id(),
+                        session_id=session_id,
+                        parent_turn_id=session.thread_id if session else None,
+                        status=TurnStatus.FAILED,
+                        started_at=now,
+                        completed_at=now,
+                        error_kind="worker_lost",
+                        error_message=(
+                            f"the run at epoch {epoch} ended without committing; "
+                            f"queue items {', '.join(lost)} were requeued"
+                        ),
+                    ),
+                    epoch=epoch,
+                )
+            uow.commit()
+        log.warning("stale_claims_reclaimed", session_id=session_id, items=len(stale))
+
+    def _ring_if_owed(self, session_id: str) -> None:
+        """After release, so a ring that found the lease held is never lost (the enqueuer
+        committed before ringing; this check runs after it)."""
+        with self.database.unit_of_work() as uow:
+            ready_at = uow.ledger.queue.next_available_at(session_id)
+            queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
+        if ready_at is None:
+            return
+        plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
+        due = plan.at_ms if isinstance(plan, WaitUntil) else ready_at
+        delay = due - self.clock()
+        if delay <= 0:
+            self.doorbell.session_has_work(session_id)
+        else:
+            self.doorbell.session_has_work_after(session_id, delay)
+
+    # -- one turn ----------------------------------------------------------------------------
+
+    def _step(self, session_id: str) -> str:
+        with self.database.unit_of_work() as uow:
+            queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
+            plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
+            if isinstance(plan, Idle):
+                return "idle"
+            if isinstance(plan, WaitUntil):
+                return "waiting"
+            epoch = uow.ledger.sessions.claim(session_id)
+            claimed = uow.ledger.queue.claim_ids(
+                [item.id for item in plan.items], epoch=epoch, lease_ms=self._claim_lease_ms()
+            )
+            events = {
+                item.event_id: uow.ledger.events.get(item.event_id)
+                for item in claimed
+                if item.event_id is not None
+            }
+            overflow = summarize_overflow(uow, session_id) if claimed else None
+            uow.commit()
+        if not claimed:
+            return "idle"
+        plan = dataclasses.replace(plan, items=tuple(claimed))
+        return self._run_turn(session_id, epoch, plan, events, overflow)
+
+    def _claim_lease_ms(self) -> int:
+        # A claim outlives the longest turn, so the reaper never reclaims a live one.
+        return self.turn_time_limit_ms * 2 + 60_000
+
+    def _run_turn(
+        self,
+        session_id: str,
+        epoch: int,
+        plan: Run,
+        events: dict[str, EventRecord | None],
+        overflow: str | None = None,
+    ) -> str:
+        # Signals raised before this turn began are answered by this turn's inputs (they are
+        # in the queue, which is where this turn came from): start clean.
+        self.coordination.clear_abort(session_id)
+        self.coordination.take_steering(session_id)
+        signals = TurnDeadline(
+            self.coordination,
+            deadline_ms=self.clock() + self.turn_time_limit_ms,
+            clock=self.clock,
+            holding={item.id for item in plan.items},
+        )
+        engine = dataclasses.replace(self.engine, signals=signals)
+        queries = [_query(item, events.get(item.event_id or "")) for item in plan.items]
+        if overflow is not None:  # what the queue cap dropped, so the answer can cover it
+            queries.insert(0, QueryMessage(text=overflow, source=MessageSource.EVENT))
+        consumed = [
+            ConsumedItem(queue_item_id=i.id, disposition=plan.disposition) for i in plan.items
+        ]
+        try:
+            outcome = engine.run_turn(
+                session_id, queries, epoch=epoch, consumed=consumed, queue_mode=plan.mode
+            )
+        except Exception as error:  # a bug in one turn must not wedge the session
+            log.exception("turn_crashed", session_id=session_id)
+            return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
+        return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
+
+    def _settle(
+        self, session_id: str, epoch: int, plan: Run, outcome: TurnOutcome, timed_out: bool
+    ) -> str:
+        if outcome.status == "committed":
+            log.info(
+                "turn_committed",
+                session_id=session_id,
+                turn_id=outcome.turn_id,
+                items=len(plan.items),
+                mode=plan.mode.value,
+                timed_out=timed_out,
+            )
+            return "ran"
+        if outcome.status == "fenced":
+            # A newer run owns the session: hand the items back for it and step aside.
+            with self.database.unit_of_work() as uow:
+                uow.ledger.queue.release([i.id for i in plan.items], epoch=epoch)
+                uow.commit()
+            log.info("run_fenced", session_id=session_id, epoch=epoch)
+            return "fenced"
+        error = outcome.result.error if outcome.result is not None else None
+        cause = f"{error.kind}: {error.message}" if error is not None else "turn failed"
+        return self._failed(plan, epoch, cause)
+
+    def _failed(self, plan: Run, epoch: int, cause: str) -> str:
+        """Back to the queue with a backoff, or dead-lettered with its cause after the last
+        attempt, so a poison message never blocks the session."""
+        dead = [i.id for i in plan.items if i.attempts >= self.max_attempts]
+        retry = [i.id for i in plan.items if i.attempts < self.max_attempts]
+        attempt = max(i.attempts for i in plan.items)
+        backoff = RETRY_BACKOFF_MS[min(attempt, len(RETRY_BACKOFF_MS)) - 1]
+        with self.database.unit_of_work() as uow:
+            if dead:
+                # A worker that cannot finish still answers its parent, with the failure.
+                worker = uow.ledger.sessions.get(plan.items[0].session_id)
+                if worker is not None:
+                    deliver(uow, self.doorbell, worker, f"dead:{dead[0]}", cause, failed=True)
+                uow.ledger.queue.dispose(
+                    dead,
+                    status=QueueStatus.DEAD,
+                    disposition=Disposition.DEAD_LETTERED,
+                    detail=f"after {self.max_attempts} attempts: {cause}",
+                )
+            if retry:
+                uow.ledger.queue.release(retry, epoch=epoch, retry_at=self.clock() + backoff)
+            uow.commit()
+        log.warning("turn_failed", items=len(plan.items), dead=len(dead), cause=cause)
+        return "dead" if dead else "failed"
+
+
+def _query(item: QueueItemRecord, event: EventRecord | None) -> QueryMessage:
+    if event is None:
+        return QueryMessage(
+            text=str(item.payload.get("text", "")),
+            source=item.source or MessageSource.EVENT,
+            queue_item_id=item.id,
+        )
+    return QueryMessage(
+        text=event.text or "",
+        source=event.source or item.source or MessageSource.HUMAN,
+        event_id=event.id,
+        queue_item_id=item.id,
+        platform=event.platform,
+        sender_name=event.sender_name,
+        sender_id=event.sender_id,
+        occurred_at=event.occurred_at,
+    )

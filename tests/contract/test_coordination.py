@@ -1,0 +1,90 @@
+"""One contract for coordination, run against the in-process twin and real Redis."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from nexus.adapters.redis_coordination import RedisCoordination
+from nexus.engine.query import QueryMessage
+from nexus.ledger.enums import MessageSource
+from nexus.queueing.coordination import Coordination, InProcessCoordination, KeepAlive
+from tests.services import REDIS_URL
+
+
+@pytest.fixture(params=["in-process", "redis"])
+def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
+    if request.param == "in-process":
+        yield InProcessCoordination()
+        return
+    client = redis.Redis.from_url(REDIS_URL)
+    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
+    yield RedisCoordination(client, prefix=prefix)
+    keys = list(client.scan_iter(f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def test_a_lease_is_exclusive_until_released(coordination: Coordination) -> None:
+    first = coordination.acquire("session:a", ttl_ms=5_000)
+    assert first is not None
+    assert coordination.acquire("session:a", ttl_ms=5_000) is None
+    assert coordination.acquire("session:b", ttl_ms=5_000) is not None
+    first.release()
+    assert coordination.acquire("session:a", ttl_ms=5_000) is not None
+
+
+def test_an_expired_lease_can_be_taken_and_the_old_holder_cannot_extend(
+    coordination: Coordination,
+) -> None:
+    stale = coordination.acquire("session:x", ttl_ms=100)
+    assert stale is not None
+    time.sleep(0.25)
+    fresh = coordination.acquire("session:x", ttl_ms=5_000)
+    assert fresh is not None
+    assert stale.extend() is False
+    stale.release()  # must not free the new holder's lease
+    assert coordination.acquire("session:x", ttl_ms=5_000) is None
+
+
+def test_keep_alive_holds_a_lease_past_its_ttl(coordination: Coordination) -> None:
+    lease = coordination.acquire("session:long", ttl_ms=300)
+    assert lease is not None
+    with KeepAlive(lease, ttl_ms=300) as alive:
+        time.sleep(0.8)
+        assert coordination.acquire("session:long", ttl_ms=300) is None
+    assert not alive.lost
+
+
+def test_abort_flags_are_per_session_and_clearable(coordination: Coordination) -> None:
+    assert not coordination.abort_requested("s1")
+    coordination.request_abort("s1")
+    assert coordination.abort_requested("s1") and not coordination.abort_requested("s2")
+    coordination.clear_abort("s1")
+    assert not coordination.abort_requested("s1")
+
+
+def test_steering_messages_are_taken_once_in_order(coordination: Coordination) -> None:
+    first = QueryMessage(
+        text="one",
+        queue_item_id="q1",
+        source=MessageSource.HUMAN,
+        platform="telegram",
+        sender_name="Ada",
+        occurred_at=5,
+    )
+    coordination.steer("s1", first)
+    coordination.steer("s1", QueryMessage(text="two", queue_item_id="q2"))
+    taken = coordination.take_steering("s1")
+    assert taken == [first, QueryMessage(text="two", queue_item_id="q2")]
+    assert coordination.take_steering("s1") == []
+    assert coordination.take_steering("s2") == []
+
+
+def test_publishing_never_raises(coordination: Coordination) -> None:
+    coordination.publish("s1", "message.delta", {"text": "hi"})

@@ -1,0 +1,302 @@
+"""The session run in one process (in-process coordination), on SQLite and Postgres: queue
+modes, steering, failures and dead letters, stale claims, caps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nexus.access.policy import load_policies
+from nexus.db import Database
+from nexus.engine.model import ModelError
+from nexus.engine.query import QueryMessage
+from nexus.engine.scripted import CallTools, Fail, Say
+from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.ingest.router import QueuePolicy, process_event
+from nexus.ingest.service import ingest
+from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus
+from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.queueing.runner import SessionRunner
+from tests.contract.engine_support import RecordingTool, Rig, build_rig
+from tests.contract.test_routing import _message
+from tests.support import FakeClock
+
+
+@dataclass
+class Setup:
+    rig: Rig
+    runner: SessionRunner
+    coordination: InProcessCoordination
+    doorbell: RecordingDoorbell
+    session_id: str
+    clock: FakeClock
+
+
+def _setup(database: Database, clock: FakeClock, *tools: RecordingTool) -> Setup:
+    rig = build_rig(database, clock, tools=tools, granted=[t.name for t in tools])
+    session = rig.session(capabilities=["test_tools"] if tools else ())
+    coordination = InProcessCoordination()
+    doorbell = RecordingDoorbell()
+    runner = SessionRunner(
+        database=database,
+        engine=rig.engine,
+        coordination=coordination,
+        doorbell=doorbell,
+        clock=clock,
+    )
+    return Setup(rig, runner, coordination, doorbell, session.id, clock)
+
+
+def _enqueue(setup: Setup, text: str, mode: QueueMode = QueueMode.QUEUE) -> str:
+    database = setup.rig.database
+    setup.clock.advance(1)
+    with database.unit_of_work() as uow:
+        event_id = f"api:{text}"
+        uow.ledger.events.insert(
+            EventDraft(
+                id=event_id, adapter="api", platform="api", text=text, occurred_at=setup.clock.now
+            )
+        )
+        item_id, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=setup.session_id, event_id=event_id, mode=mode)
+        )
+        uow.commit()
+    return item_id
+
+
+def _items(setup: Setup) -> list[QueueItemRecord]:
+    with setup.rig.database.unit_of_work() as uow:
+        return uow.ledger.queue.for_session(setup.session_id)
+
+
+def _chain_texts(setup: Setup) -> list[list[str]]:
+    """The user texts of each turn on the chain, oldest first."""
+    with setup.rig.database.unit_of_work() as uow:
+        session = uow.ledger.sessions.get(setup.session_id)
+        assert session is not None
+        views = uow.ledger.threads.read_ancestry(session.thread_id) if session.thread_id else []
+    return [[m.content["text"] for m in v.messages if m.role.value == "user"] for v in views]
+
+
+def test_queue_mode_answers_each_item_once_in_order(database: Database, clock: FakeClock) -> None:
+    setup = _setup(database, clock)
+    ids = [_enqueue(setup, f"m{n}") for n in range(5)]
+    report = setup.runner.run(setup.session_id)
+    assert (report.status, report.turns) == ("done", 5)
+    assert _chain_texts(setup) == [[f"m{n}"] for n in range(5)]
+    items = {i.id: i for i in _items(setup)}
+    assert all(items[i].disposition == Disposition.CONSUMED for i in ids)
+    assert len({items[i].consumed_by_turn_id for i in ids}) == 5
+
+
+def test_collect_waits_for_the_quiet_window_then_runs_one_turn(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    for n in range(3):
+        _enqueue(setup, f"c{n}", QueueMode.COLLECT)
+    assert setup.runner.run(setup.session_id).status == "waiting"
+    assert setup.doorbell.later and 0 < setup.doorbell.later[-1][1] <= 1_000
+    clock.advance(1_000)
+    assert setup.runner.run(setup.session_id).turns == 1
+    assert _chain_texts(setup) == [["c0", "c1", "c2"]]
+    assert {i.disposition for i in _items(setup)} == {Disposition.BATCHED}
+
+
+def test_an_interrupt_takes_the_backlog_with_it(database: Database, clock: FakeClock) -> None:
+    setup = _setup(database, clock)
+    _enqueue(setup, "older", QueueMode.FOLLOWUP)
+    _enqueue(setup, "stop, do this", QueueMode.INTERRUPT)
+    assert setup.runner.run(setup.session_id).turns == 1
+    assert _chain_texts(setup) == [["older", "stop, do this"]]
+
+
+def test_an_interrupt_aborts_the_running_turn_which_keeps_its_partial_text(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    _enqueue(setup, "tell me a long story")
+    late: list[str] = []
+
+    def interrupted(request: object) -> Say:
+        late.append(_enqueue(setup, "never mind", QueueMode.INTERRUPT))
+        setup.coordination.request_abort(setup.session_id)  # what the router does
+        return Say("Once upon a time there was")
+
+    setup.rig.model.push(interrupted, Say("ok, never mind"))
+    assert setup.runner.run(setup.session_id).turns == 2
+    with database.unit_of_work() as uow:
+        session = uow.ledger.sessions.get(setup.session_id)
+        assert session is not None and session.thread_id is not None
+        chain = uow.ledger.threads.read_ancestry(session.thread_id)
+    assert [v.turn.status for v in chain] == [TurnStatus.ABORTED, TurnStatus.COMPLETED]
+    assert chain[0].messages[-1].content == {"text": "Once ", "partial": True}
+    assert _chain_texts(setup)[1] == ["never mind"]
+
+
+def test_a_steer_joins_the_running_turn_and_no_second_turn_runs(
+    database: Database, clock: FakeClock
+) -> None:
+    probe = RecordingTool("probe")
+    setup = _setup(database, clock, probe)
+    _enqueue(setup, "draft the email")
+    steered: list[str] = []
+
+    def steer() -> None:
+        item_id = _enqueue(setup, "make it shorter", QueueMode.STEER)
+        steered.append(item_id)
+        setup.coordination.steer(
+            setup.session_id, QueryMessage(text="make it shorter", queue_item_id=item_id)
+        )
+
+    probe.on_call = steer
+    setup.rig.model.push(CallTools((("probe", {}),)), Say("Short email."))
+    report = setup.runner.run(setup.session_id)
+    assert report.turns == 1
+    assert _chain_texts(setup) == [["draft the email", "make it shorter"]]
+    (item,) = [i for i in _items(setup) if i.id == steered[0]]
+    assert (item.status, item.disposition) == (QueueStatus.DONE, Disposition.INJECTED)
+
+
+def test_a_failing_item_is_retried_then_dead_lettered_and_the_session_moves_on(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    poison = _enqueue(setup, "poison")
+    _enqueue(setup, "next")
+    down = ModelError("model_error", "overloaded", retryable=True)
+    setup.rig.model.push(Fail(down), Fail(down), Fail(down), Say("answered next"))
+    for _ in range(3):
+        setup.runner.run(setup.session_id)
+        clock.advance(60_000)  # past the retry backoff
+    setup.runner.run(setup.session_id)
+    items = {i.id: i for i in _items(setup)}
+    assert items[poison].status == QueueStatus.DEAD
+    assert items[poison].disposition == Disposition.DEAD_LETTERED
+    assert "overloaded" in (items[poison].disposition_detail or "")
+    assert _chain_texts(setup) == [["next"]]
+
+
+def test_a_claim_left_by_a_dead_run_is_answered_once_and_the_loss_recorded(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    item_id = _enqueue(setup, "are you there?")
+    with database.unit_of_work() as uow:  # a run claims, then its process dies
+        epoch = uow.ledger.sessions.claim(setup.session_id)
+        uow.ledger.queue.claim_ids([item_id], epoch=epoch, lease_ms=10**9)
+        uow.commit()
+    assert setup.runner.run(setup.session_id).turns == 1
+    assert _chain_texts(setup) == [["are you there?"]]
+    with database.unit_of_work() as uow:
+        lost = uow.connection.exec_driver_sql(
+            "SELECT status, error_kind FROM turns WHERE error_kind = 'worker_lost'"
+        ).all()
+    assert [(row[0], row[1]) for row in lost] == [("failed", "worker_lost")]
+
+
+def test_a_held_lease_means_busy_and_nothing_runs(database: Database, clock: FakeClock) -> None:
+    setup = _setup(database, clock)
+    _enqueue(setup, "hello")
+    lease = setup.coordination.acquire(f"session:{setup.session_id}", ttl_ms=60_000)
+    assert lease is not None
+    assert setup.runner.run(setup.session_id).status == "busy"
+    assert _chain_texts(setup) == []
+
+
+def test_a_turn_past_its_time_limit_is_aborted(database: Database, clock: FakeClock) -> None:
+    setup = _setup(database, clock)
+    setup.runner.turn_time_limit_ms = 5_000
+    _enqueue(setup, "think hard")
+
+    def slow(request: object) -> Say:
+        clock.advance(10_000)  # the model took too long
+        return Say("I was still thinking when")
+
+    setup.rig.model.push(slow)
+    setup.runner.run(setup.session_id)
+    with database.unit_of_work() as uow:
+        session = uow.ledger.sessions.get(setup.session_id)
+        assert session is not None and session.thread_id is not None
+        turn = uow.ledger.threads.get_turn(session.thread_id)
+    assert turn is not None and turn.turn.status == TurnStatus.ABORTED
+
+
+def test_25_messages_over_a_cap_of_20_drop_5_with_one_notice(
+    database: Database, clock: FakeClock
+) -> None:
+    doorbell = RecordingDoorbell()
+    policies = load_policies(None)
+    with database.unit_of_work() as uow:
+        for n in range(25):
+            clock.advance(1)
+            ingest(uow, [_message(f"sms:{n}", "sms", "+1555", f"message {n}")], doorbell)
+            process_event(
+                uow, f"sms:{n}", policies, doorbell, queueing=QueuePolicy(cap=20, drop="summarize")
+            )
+        uow.commit()
+        items = uow.connection.exec_driver_sql(
+            "SELECT status, disposition, session_id FROM queue_items ORDER BY enqueued_at"
+        ).all()
+    assert [tuple(row[:2]) for row in items[:5]] == [("dropped", "dropped")] * 5
+    assert {tuple(row[:2]) for row in items[5:]} == {("queued", None)}
+    # The session's next run tells the sender once, and its first turn reads the gist.
+    rig = build_rig(database, clock)
+    runner = SessionRunner(
+        database=database,
+        engine=rig.engine,
+        coordination=InProcessCoordination(),
+        doorbell=doorbell,
+        clock=clock,
+    )
+    report = runner.run(items[0][2])
+    with database.unit_of_work() as uow:
+        notices = uow.connection.exec_driver_sql(
+            "SELECT text FROM events WHERE kind = 'notice' AND direction = 'outbound'"
+        ).all()
+    assert report.turns == 1  # a person's messages interrupt: the 20 left run as one batch
+    assert len(notices) == 1 and "message 0" in notices[0][0] and "message 4" in notices[0][0]
+    first_turn = rig.model.requests[0].messages[-1]["content"]
+    assert any("5 earlier messages were dropped" in block["text"] for block in first_turn)
+
+
+def test_a_steer_during_the_final_answer_gets_one_more_model_call_in_the_same_turn(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    _enqueue(setup, "summarise the report")
+    steered: list[str] = []
+
+    def answer_while_steered(request: object) -> Say:
+        item_id = _enqueue(setup, "only the numbers", QueueMode.STEER)
+        steered.append(item_id)
+        setup.coordination.steer(
+            setup.session_id,
+            QueryMessage(text="only the numbers", queue_item_id=item_id, extends_answer=True),
+        )
+        return Say("The report says many things.")
+
+    setup.rig.model.push(answer_while_steered, Say("3, 5 and 8."))
+    assert setup.runner.run(setup.session_id).turns == 1
+    assert _chain_texts(setup) == [["summarise the report", "only the numbers"]]
+    (item,) = [i for i in _items(setup) if i.id == steered[0]]
+    assert item.disposition == Disposition.INJECTED
+    assert len(setup.rig.model.requests) == 2
+
+
+def test_a_steer_backlog_message_waits_for_the_next_turn_instead(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    _enqueue(setup, "summarise the report")
+
+    def answer_while_steered(request: object) -> Say:
+        item_id = _enqueue(setup, "and the dates", QueueMode.STEER_BACKLOG)
+        setup.coordination.steer(
+            setup.session_id, QueryMessage(text="and the dates", queue_item_id=item_id)
+        )
+        return Say("The report says many things.")
+
+    setup.rig.model.push(answer_while_steered, Say("Dates: May."))
+    assert setup.runner.run(setup.session_id).turns == 2
+    assert _chain_texts(setup) == [["summarise the report"], ["and the dates"]]

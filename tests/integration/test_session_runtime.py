@@ -1,0 +1,235 @@
+"""The session runtime on real worker processes, Postgres and Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+import redis
+
+from nexus.db import Database
+from nexus.ledger.enums import Disposition, QueueMode
+from nexus.ledger.records import QueueItemRecord
+from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.integration.session_support import cluster, completed, user_texts
+from tests.integration.worker_process import celery_worker, wait_for
+from tests.services import REDIS_URL
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+MODEL = "claude-sonnet-4-6"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+def _on_fake(fake: FakeAnthropicServer) -> dict[str, str]:
+    """Workers whose model is the loopback fake, through the real SDK."""
+    return {
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "NEXUS_MODEL": MODEL,
+    }
+
+
+def test_300_concurrent_messages_make_one_linear_chain_in_arrival_order(
+    pg_database: Database, tmp_path: Path
+) -> None:
+    texts = [f"m{n:03d}" for n in range(300)]
+    uncapped = {"NEXUS_QUEUE_CAP": "1000"}  # this test is about order, not overflow
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.QUEUE, workers=2, extra_env=uncapped
+    ) as nodes:
+        nodes.send(texts, concurrency=16)
+        wait_for(lambda: nodes.settled(300), timeout=240, what="300 turns")
+        items = nodes.items()
+        chain = nodes.chain()
+    assert len(items) == 300 and {i.disposition for i in items} == {Disposition.CONSUMED}
+    assert len(chain) == 300  # every turn on one chain: nothing forked, nothing lost
+    for parent, child in pairwise(chain):
+        assert child.turn.parent_turn_id == parent.turn.id
+    # Arrival order is the order the router queued them; the chain answers in that order.
+    arrival = [i.event_id for i in sorted(items, key=lambda i: (i.enqueued_at, i.id))]
+    answered = [f"telegram:{user_texts(view)[0]}" for view in chain]
+    assert answered == arrival
+    assert len({i.consumed_by_turn_id for i in items}) == 300
+    # One turn at a time: no two turns' run intervals overlap.
+    for earlier, later in pairwise(chain):
+        assert earlier.turn.completed_at is not None
+        assert earlier.turn.completed_at <= later.turn.started_at
+    both = [path.read_text().count("turn_committed") for path in nodes.logs]
+    assert sum(both) == 300 and min(both) > 0, f"turns per worker: {both}"
+
+
+def test_collect_turns_20_messages_during_a_slow_turn_into_one(
+    pg_database: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    fake.reply_text("a slow answer " * 10, chunks=20, delay_s=0.15)  # ~3 s
+    fake.reply_text("all twenty, answered together")
+    with cluster(pg_database, tmp_path, mode=QueueMode.COLLECT, extra_env=_on_fake(fake)) as nodes:
+        nodes.send(["first"])
+        wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
+        nodes.send([f"c{n:02d}" for n in range(20)])
+        wait_for(lambda: nodes.settled(21), timeout=30, what="both turns")
+        chain = nodes.chain()
+    assert len(fake.requests) == 2
+    later = [i for i in nodes.items() if i.event_id != "telegram:first"]
+    assert {i.disposition for i in later} == {Disposition.BATCHED}
+    # Four router threads may queue two messages in either order; the batch keeps the
+    # order in which they were queued, as every other mode does.
+    arrival = [str(i.event_id).removeprefix("telegram:") for i in sorted(later, key=_queue_order)]
+    assert sorted(arrival) == [f"c{n:02d}" for n in range(20)]
+    assert [user_texts(view) for view in chain] == [["first"], arrival]
+
+
+def _queue_order(item: QueueItemRecord) -> tuple[int, str]:
+    return (item.enqueued_at, item.id)
+
+
+def test_an_interrupt_aborts_a_streaming_turn_within_a_second(
+    pg_database: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    fake.reply_text("word " * 50, chunks=50, delay_s=0.1)  # a 5-second stream
+    fake.reply_text("sure, the new question then")
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.INTERRUPT, extra_env=_on_fake(fake)
+    ) as nodes:
+        nodes.send(["tell me everything"])
+        wait_for(lambda: len(fake.requests) == 1, what="the stream to start")
+        time.sleep(1.0)
+        sent_at = time.time() * 1000
+        nodes.send(["actually, something else"])
+        wait_for(lambda: nodes.settled(2), timeout=30, what="both messages answered")
+        chain = nodes.chain()
+    aborted, answered = chain
+    assert aborted.turn.status.value == "aborted"
+    assert aborted.turn.completed_at is not None
+    assert aborted.turn.completed_at - sent_at < 1_000, "abort took longer than a second"
+    partial = aborted.messages[-1].content
+    assert partial.get("partial") is True and partial["text"].startswith("word")
+    assert user_texts(answered) == ["actually, something else"]
+    assert answered.turn.status.value == "completed"
+
+
+def test_a_steer_joins_the_tool_using_turn_before_its_next_model_call(
+    pg_database: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    # The tool call streams slowly (~1.5 s), so the steer arrives while it is under way.
+    fake.reply_tool_use("current_time", {"timezone": "UTC"}, text="Checking", delay_s=0.15)
+    fake.reply_text("Done, and in French as you asked.")
+    with cluster(
+        pg_database,
+        tmp_path,
+        mode=QueueMode.STEER,
+        extra_env=_on_fake(fake),
+        capabilities=("current_time",),
+    ) as nodes:
+        nodes.send(["what time is it?"])
+        wait_for(lambda: len(fake.requests) >= 1, what="the first model call")
+        nodes.send(["answer in French"])
+        wait_for(lambda: nodes.settled(2), timeout=30, what="the steer to be consumed")
+        chain = nodes.chain()
+        items = {i.event_id: i for i in nodes.items()}
+    assert len(chain) == 1, "the steer must not become a turn of its own"
+    (turn,) = chain
+    assert user_texts(turn) == ["what time is it?", "answer in French"]
+    assert items["telegram:answer in French"].disposition == Disposition.INJECTED
+    second_call = fake.requests[1].body["messages"][-1]["content"]
+    assert second_call[0]["type"] == "tool_result"
+    assert any(block.get("text") == "answer in French" for block in second_call)
+
+
+def test_kill_9_mid_turn_is_answered_once_after_a_restart(
+    pg_database: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    fake.reply_text("this answer never finishes " * 20, chunks=40, delay_s=0.25)
+    fake.reply_text("answered after the restart")
+    with cluster(pg_database, tmp_path, mode=QueueMode.QUEUE, extra_env=_on_fake(fake)) as nodes:
+        nodes.send(["are you there?"])
+        wait_for(lambda: len(fake.requests) == 1, what="the turn to start")
+        os.kill(nodes.workers[0].pid, signal.SIGKILL)
+        nodes.workers[0].wait(timeout=10)
+        time.sleep(2.5)  # the dead run's lease (2 s) expires
+        with celery_worker(
+            nodes.environment, tmp_path / "restarted.log", queues="events,sessions", threads=4
+        ):
+            wait_for(lambda: nodes.settled(1), timeout=30, what="the answer after restart")
+        chain = nodes.chain()
+        (item,) = nodes.items()
+    assert [user_texts(v) for v in chain] == [["are you there?"]]
+    assert chain[0].messages[-1].content["text"] == "answered after the restart"
+    assert item.disposition == Disposition.CONSUMED and item.attempts == 2
+    with pg_database.unit_of_work() as uow:
+        lost = (
+            uow.connection.exec_driver_sql(
+                "SELECT status FROM turns WHERE error_kind = 'worker_lost'"
+            )
+            .scalars()
+            .all()
+        )
+        forks = uow.connection.exec_driver_sql(
+            "SELECT parent_turn_id, count(*) FROM threads GROUP BY parent_turn_id "
+            "HAVING count(*) > 1"
+        ).all()
+    assert lost == ["failed"] and forks == []
+
+
+def test_flushall_with_50_pending_loses_nothing(pg_database: Database, tmp_path: Path) -> None:
+    uncapped = {"NEXUS_QUEUE_CAP": "1000"}
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.QUEUE, workers=0, extra_env=uncapped
+    ) as nodes:
+        nodes.send([f"p{n:02d}" for n in range(50)], concurrency=8)  # rung into no worker
+        redis.Redis.from_url(REDIS_URL).flushall()  # every doorbell gone
+        with celery_worker(
+            nodes.environment, tmp_path / "after-flush.log", queues="events,sessions"
+        ):
+            wait_for(lambda: nodes.settled(50), timeout=60, what="all 50 after the relay")
+        items = nodes.items()
+        chain = nodes.chain()
+    assert len(items) == 50 and {i.disposition for i in items} == {Disposition.CONSUMED}
+    assert len(chain) == 50 and len({i.consumed_by_turn_id for i in items}) == 50
+
+
+def test_a_paused_lease_holder_is_fenced_and_the_chain_stays_linear(
+    pg_database: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    fake.reply_text("slow answer from the paused worker " * 5, chunks=10, delay_s=0.3)
+    fake.reply_text("answer from the other worker")
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.QUEUE, workers=2, extra_env=_on_fake(fake)
+    ) as nodes:
+        nodes.send(["hello?"])
+        wait_for(lambda: len(fake.requests) == 1, what="the first turn to start")
+        holder = next(
+            worker
+            for worker, log in zip(nodes.workers, nodes.logs, strict=True)
+            if "Task nexus.session.run[" in log.read_text()
+        )
+        os.kill(holder.pid, signal.SIGSTOP)
+        time.sleep(3.0)  # past the 2 s lease
+        nodes.doorbell.session_has_work(nodes.session_id)  # what the relay would do
+        wait_for(lambda: nodes.settled(1), timeout=30, what="the other worker's answer")
+        os.kill(holder.pid, signal.SIGCONT)
+        wait_for(lambda: "run_fenced" in nodes.log_text(), timeout=30, what="the fence")
+        chain = nodes.chain()
+    assert [v.messages[-1].content["text"] for v in chain] == ["answer from the other worker"]
+    assert len(completed(chain)) == 1
+    with pg_database.unit_of_work() as uow:
+        attempts = uow.connection.exec_driver_sql(
+            "SELECT status, error_kind FROM turns WHERE status IN ('superseded', 'failed') "
+            "ORDER BY started_at"
+        ).all()
+    # The other worker recorded the paused run's claim as lost; the paused run, woken,
+    # found itself fenced and kept its finished answer as a superseded attempt.
+    assert sorted(tuple(a) for a in attempts) == [
+        ("failed", "worker_lost"),
+        ("superseded", None),
+    ]
