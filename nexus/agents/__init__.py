@@ -1,0 +1,1 @@
+"""Manager and worker agents: dispatch, messages between sessions, results that come back."""

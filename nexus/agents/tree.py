@@ -1,0 +1,52 @@
+"""A session's turn tree as data: the chain, compactions, and the workers and forks that
+branch off each turn (`nexus tree`, GET /v1/sessions/{label}/tree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nexus.ledger.enums import MessageRole
+from nexus.ledger.records import TurnView
+from nexus.ledger.repository import Ledger, NotFound
+
+_PREVIEW = 60
+
+
+def _first(view: TurnView, role: MessageRole) -> str | None:
+    for message in view.messages:
+        if message.role == role and message.content.get("text"):
+            text = str(message.content["text"])
+            return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+    return None
+
+
+def session_tree(ledger: Ledger, label: str) -> dict[str, Any]:
+    session = ledger.sessions.resolve(label)
+    if session is None:
+        raise NotFound(f"no session labelled {label!r}")
+    chain = ledger.threads.read_ancestry(session.thread_id) if session.thread_id else []
+    branches = ledger.sessions.branches_from([view.turn.id for view in chain])
+    turns = []
+    for view in chain:
+        turns.append(
+            {
+                "id": view.turn.id,
+                "session": "this" if view.turn.session_id == session.id else view.turn.session_id,
+                "type": view.turn.turn_type.value,
+                "status": view.turn.status.value,
+                "query": _first(view, MessageRole.USER),
+                "answer": _first(view, MessageRole.ASSISTANT),
+                "branches": [
+                    {"kind": kind, "session": branch.label, "task": branch.task_description}
+                    for turn_id, kind, branch in branches
+                    if turn_id == view.turn.id
+                ],
+            }
+        )
+    return {
+        "session": session.label,
+        "parent": session.parent_session_label,
+        "parent_turn": session.parent_turn_id,
+        "head": session.thread_id,
+        "turns": turns,
+    }

@@ -1,0 +1,1 @@
+"""Hooks: user scripts evaluated on every event and every timer minute."""

@@ -1,0 +1,246 @@
+"""Run the hooks on one event: evaluate in parallel, record every call, route what fired."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import structlog
+
+from nexus.db import Database, UnitOfWork
+from nexus.engine.model import ModelDone, ModelPort, ModelRequest
+from nexus.hooks.breaker import Breaker, admit, record
+from nexus.hooks.cron import cron_matches
+from nexus.hooks.evaluator import Invocation, evaluate_all
+from nexus.hooks.loader import LoadedHook
+from nexus.hooks.spec import HookContext, HookResult, Routing
+from nexus.ids import Clock, now_ms
+from nexus.ingest.doorbell import Doorbell
+from nexus.ledger.enums import BreakerState, HookMode, MessageSource
+from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewQueueItem, NewSession
+from nexus.routing.route import RouteTarget, route
+
+log = structlog.get_logger(__name__)
+HOOK_ADAPTER = "hook"
+TIMER_ADAPTER = "timer"
+DEFAULT_PERSONA = "atlas"
+
+
+@dataclass
+class HookRunner:
+    database: Database
+    hooks: Sequence[LoadedHook]
+    doorbell: Doorbell
+    llm_port: Callable[[], ModelPort] | None = None
+    llm_model: str = "scripted"
+    clock: Clock = now_ms
+
+    def sync(self) -> None:
+        """The hooks table follows the directory (run when a worker loads the hooks)."""
+        with self.database.unit_of_work() as uow:
+            uow.ledger.hooks.sync(
+                [
+                    (
+                        h.meta.name,
+                        h.path,
+                        h.meta.description,
+                        h.meta.mode.value,
+                        h.meta.schedule,
+                        h.content_hash,
+                    )
+                    for h in self.hooks
+                ]
+            )
+            uow.commit()
+
+    def run(self, event_id: str) -> list[Invocation]:
+        with self.database.unit_of_work() as uow:
+            event = uow.ledger.events.get(event_id)
+            rows = {row.name: row for row in uow.ledger.hooks.all()}
+        if event is None or event.adapter == HOOK_ADAPTER:
+            return []  # hooks never react to what hooks fired: no loops
+        minute = _timer_minute(event)
+        now = self.clock()
+        chosen: list[LoadedHook] = []
+        admitted: dict[str, Breaker] = {}
+        for hook in self.hooks:
+            row = rows.get(hook.meta.name)
+            if row is None or not row.enabled:
+                continue
+            if hook.meta.schedule is not None and (
+                minute is None or not cron_matches(hook.meta.schedule, minute)
+            ):
+                continue  # a scheduled hook sees only its minutes
+            allowed, breaker = admit(_breaker(row), now)
+            if allowed:
+                chosen.append(hook)
+                admitted[hook.meta.name] = breaker
+        if not chosen:
+            return []
+        invocations = evaluate_all(
+            chosen,
+            lambda hook: self._context(event, rows[hook.meta.name], minute),
+            now_ms=self.clock,
+        )
+        with self.database.unit_of_work() as uow:
+            for invocation in invocations:
+                self._settle(uow, event, invocation, admitted[invocation.hook.meta.name])
+            uow.commit()
+        return invocations
+
+    def _context(self, event: EventRecord, row: HookRecord, minute: int | None) -> HookContext:
+        return HookContext(
+            event=event,
+            now_ms=self.clock(),
+            minute_ms=minute,
+            state=dict(row.state),
+            search_events=self._search,
+            recent_events=self._recent,
+            llm=self._llm,
+        )
+
+    def _search(self, query: str, limit: int = 10) -> list[EventRecord]:
+        with self.database.unit_of_work() as uow:
+            return uow.ledger.events.search(query, limit=limit)
+
+    def _recent(self, limit: int = 20) -> list[EventRecord]:
+        with self.database.unit_of_work() as uow:
+            return uow.ledger.events.recent(limit=limit)
+
+    def _llm(self, prompt: str) -> str:
+        if self.llm_port is None:
+            raise RuntimeError("no model is configured for hooks")
+        request = ModelRequest(
+            model=self.llm_model,
+            system="Answer briefly.",
+            messages=({"role": "user", "content": [{"type": "text", "text": prompt}]},),
+            max_tokens=512,
+        )
+        stream = self.llm_port().stream(request)
+        try:
+            for item in stream:
+                if isinstance(item, ModelDone):
+                    return item.text
+        finally:
+            stream.close()
+        return ""
+
+    def _settle(
+        self, uow: UnitOfWork, event: EventRecord, invocation: Invocation, breaker: Breaker
+    ) -> None:
+        hook = invocation.hook
+        now = self.clock()
+        result = invocation.result if invocation.error is None else None
+        after = record(breaker, ok=invocation.error is None, now_ms=now)
+        uow.ledger.hooks.record_invocation(
+            hook.meta.name,
+            event_id=event.id,
+            started_at=invocation.started_at,
+            latency_ms=invocation.latency_ms,
+            fired=invocation.fired,
+            result=_as_json(result),
+            error=invocation.error,
+        )
+        one_shot_done = invocation.fired and hook.meta.mode == HookMode.ONE_SHOT
+        disabled = one_shot_done or bool(result and result.disable_hook)
+        uow.ledger.hooks.after_call(
+            hook.meta.name,
+            breaker_state=after.state.value,
+            consecutive_errors=after.consecutive_errors,
+            opened_at=after.opened_at,
+            state=invocation.state,
+            enabled=not disabled,
+            fired_at=now if invocation.fired else None,
+        )
+        if invocation.error is not None:
+            log.warning(
+                "hook_failed",
+                hook=hook.meta.name,
+                event_id=event.id,
+                error=invocation.error,
+                breaker=after.state.value,
+            )
+        if invocation.fired and result is not None:
+            self._fire(uow, event, hook, result)
+
+    def _fire(
+        self, uow: UnitOfWork, event: EventRecord, hook: LoadedHook, result: HookResult
+    ) -> None:
+        """A fired hook is an event of its own (deterministic id: firing twice for one event
+        is one firing), queued to its target session like any message."""
+        fired_id = f"hook:{hook.meta.name}:{event.id}"
+        routing = result.routing or Routing()
+        source = MessageSource.CRON if event.adapter == TIMER_ADAPTER else MessageSource.TRIGGER
+        stored = uow.ledger.events.insert(
+            EventDraft(
+                id=fired_id,
+                adapter=HOOK_ADAPTER,
+                platform=event.platform,
+                kind="message",
+                source=source,
+                text=result.prompt or f"hook {hook.meta.name} fired",
+                occurred_at=self.clock(),
+                payload={
+                    "hook": hook.meta.name,
+                    "about": event.id,
+                    "extracted": dict(result.extracted),
+                },
+            )
+        )
+        if not stored:
+            return
+        session_id = _target_session(uow, routing)
+        uow.ledger.events.mark_processed(fired_id, "queued", f"hook {hook.meta.name}")
+        item_id, created = uow.ledger.queue.enqueue(
+            NewQueueItem(
+                session_id=session_id, event_id=fired_id, mode=routing.queue_mode, source=source
+            )
+        )
+        if created:
+            uow.after_commit(partial(self.doorbell.session_has_work, session_id))
+        log.info("hook_fired", hook=hook.meta.name, event_id=event.id, queue_item=item_id)
+
+
+def _target_session(uow: UnitOfWork, routing: Routing) -> str:
+    if routing.kind == "session":
+        found = uow.ledger.sessions.resolve(routing.target)
+        if found is not None:
+            return found.id
+        persona = uow.ledger.agents.ensure(DEFAULT_PERSONA)
+        return uow.ledger.sessions.ensure(
+            NewSession(label=routing.target, persona_id=persona.id)
+        ).id
+    if routing.kind == "persona":
+        uow.ledger.agents.ensure(routing.target)
+    return route(uow.ledger, RouteTarget(routing.kind, routing.target)).session.id
+
+
+def _breaker(row: HookRecord) -> Breaker:
+    return Breaker(BreakerState(row.breaker_state), row.consecutive_errors, row.opened_at)
+
+
+def _timer_minute(event: EventRecord) -> int | None:
+    if event.adapter != TIMER_ADAPTER:
+        return None
+    return event.occurred_at
+
+
+def _as_json(result: HookResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    routing = result.routing
+    return {
+        "fire": result.fire,
+        "routing": None
+        if routing is None
+        else {
+            "kind": routing.kind,
+            "target": routing.target,
+            "queue_mode": routing.queue_mode.value,
+        },
+        "prompt": result.prompt,
+        "extracted": dict(result.extracted),
+        "disable_hook": result.disable_hook,
+    }
