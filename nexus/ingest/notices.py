@@ -14,7 +14,8 @@ _PREVIEW = 80
 
 
 def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> int:
-    """Returns how many items were dropped."""
+    """Returns how many items were dropped. The caller holds the session's lock
+    (`sessions.lock`), so routers count the queue one at a time."""
     waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
     decision = over_cap(waiting, cap=cap, policy=policy)
     if not decision.dropped:

@@ -121,6 +121,10 @@ def process_event(
     )
     # Precedence: the session's own setting, then the policy's, then the source's default.
     mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
+    # Routers for one session take turns from here to commit: two counting the queue at
+    # once for the cap would each see one item too many and drop the same one. Locked
+    # before the insert, whose foreign-key check would otherwise take a lock first.
+    uow.ledger.sessions.lock(session.id)
     item_id, created = uow.ledger.queue.enqueue(
         NewQueueItem(session_id=session.id, event_id=event_id, mode=mode, source=event.source)
     )

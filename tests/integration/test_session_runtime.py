@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from nexus.access.policy import load_policies
+from nexus.agents.posting import post
 from nexus.db import Database
-from nexus.ledger.enums import Disposition, QueueMode
+from nexus.ingest.doorbell import DeferredDoorbell
+from nexus.ingest.router import QueuePolicy, process_event
+from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.integration.session_support import cluster, completed, user_texts
@@ -103,18 +107,27 @@ def test_an_interrupt_aborts_a_streaming_turn_within_a_second(
     ) as nodes:
         nodes.send(["tell me everything"])
         wait_for(lambda: len(fake.requests) == 1, what="the stream to start")
+        # A backlog: a worker's update queued behind the running turn (followup waits).
+        with pg_database.unit_of_work() as uow:
+            post(uow, None, session_id=nodes.session_id, event_id="agent:update",
+                 text="worker says: half done", payload={"kind": "message"})  # fmt: skip
+            uow.commit()
         time.sleep(1.0)
         sent_at = time.time() * 1000
         nodes.send(["actually, something else"])
-        wait_for(lambda: nodes.settled(2), timeout=30, what="both messages answered")
+        wait_for(lambda: nodes.settled(3), timeout=30, what="every input answered")
         chain = nodes.chain()
+        items = {i.event_id: i for i in nodes.items()}
     aborted, answered = chain
+    assert items["agent:update"].disposition == Disposition.BATCHED
+    assert items["agent:update"].consumed_by_turn_id == answered.turn.id
     assert aborted.turn.status.value == "aborted"
     assert aborted.turn.completed_at is not None
     assert aborted.turn.completed_at - sent_at < 1_000, "abort took longer than a second"
     partial = aborted.messages[-1].content
     assert partial.get("partial") is True and partial["text"].startswith("word")
-    assert user_texts(answered) == ["actually, something else"]
+    # One queue_batch turn: the backlog and the interrupting message together.
+    assert user_texts(answered) == ["worker says: half done", "actually, something else"]
     assert answered.turn.status.value == "completed"
 
 
@@ -187,6 +200,16 @@ def test_flushall_with_50_pending_loses_nothing(pg_database: Database, tmp_path:
         pg_database, tmp_path, mode=QueueMode.QUEUE, workers=0, extra_env=uncapped
     ) as nodes:
         nodes.send([f"p{n:02d}" for n in range(50)], concurrency=8)  # rung into no worker
+        # Half of them routed already: 25 queue items whose session was never rung, and
+        # 25 events still waiting for the router. The relay owes both kinds a ring.
+        policies, no_cap = load_policies(None), QueuePolicy(cap=1000)
+        with pg_database.unit_of_work() as uow:
+            for n in range(25):
+                process_event(
+                    uow, f"telegram:p{n:02d}", policies, DeferredDoorbell(), queueing=no_cap
+                )
+            uow.commit()
+        assert len(nodes.items()) == 25
         redis.Redis.from_url(REDIS_URL).flushall()  # every doorbell gone
         with celery_worker(
             nodes.environment, tmp_path / "after-flush.log", queues="events,sessions"
@@ -233,3 +256,35 @@ def test_a_paused_lease_holder_is_fenced_and_the_chain_stays_linear(
         ("failed", "worker_lost"),
         ("superseded", None),
     ]
+
+
+def test_25_messages_over_a_cap_of_20_drop_5_with_one_notice(
+    pg_database: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    fake.reply_text("a slow first answer " * 5, chunks=10, delay_s=0.3)  # ~3 s
+    for n in range(20):
+        fake.reply_text(f"answer {n}")
+    with cluster(pg_database, tmp_path, mode=QueueMode.QUEUE, extra_env=_on_fake(fake)) as nodes:
+        nodes.send(["first"])
+        wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
+        nodes.send([f"q{n:02d}" for n in range(25)], concurrency=8)  # four routers race
+        open_ = (QueueStatus.QUEUED, QueueStatus.CLAIMED)
+        wait_for(
+            lambda: len(nodes.items()) == 26 and all(i.status not in open_ for i in nodes.items()),
+            timeout=90,
+            what="every input settled",
+        )
+        items = nodes.items()
+        chain = nodes.chain()
+        with pg_database.unit_of_work() as uow:
+            notices = (
+                uow.connection.exec_driver_sql("SELECT text FROM events WHERE kind = 'notice'")
+                .scalars()
+                .all()
+            )
+    dropped = [i for i in items if i.disposition == Disposition.DROPPED]
+    assert len(dropped) == 5, [i.disposition for i in items]
+    assert len([i for i in items if i.disposition == Disposition.CONSUMED]) == 21
+    assert len(completed(chain)) == 21
+    [notice] = notices  # summarize: one notice for the whole overflow
+    assert notice.startswith("5 of your earlier messages were not answered")

@@ -150,6 +150,16 @@ class SessionRepository:
                 raise
             return raced
 
+    def lock(self, session_id: str) -> None:
+        """Hold the session's row until the transaction ends: decisions over its whole queue
+        (the cap) are made one at a time, however many routers run (SQLite: always).
+
+        FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it does not block the
+        foreign-key checks of rows that reference the session (queue items, turns)."""
+        self._conn.execute(
+            select(sessions.c.id).where(sessions.c.id == session_id).with_for_update(key_share=True)
+        )
+
     def claim(self, session_id: str) -> int:
         """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""
         epoch = self._conn.execute(
