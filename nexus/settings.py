@@ -60,6 +60,47 @@ class Settings(BaseSettings):
     # Inbound bodies above this are refused with 413 before they are read.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
+    # Outbound senders: tokens, and API bases that tests (or a proxy) may point elsewhere.
+    telegram_bot_token: SecretStr | None = None
+    telegram_api_base: str = "https://api.telegram.org"
+    slack_bot_token: SecretStr | None = None
+    slack_api_base: str = "https://slack.com/api"
+    discord_bot_token: SecretStr | None = None
+    discord_api_base: str = "https://discord.com/api/v10"
+    whatsapp_access_token: SecretStr | None = None
+    whatsapp_api_base: str = "https://graph.facebook.com/v21.0"
+    twilio_account_sid: str | None = None
+    twilio_api_base: str = "https://api.twilio.com"
+    # Where replies to the generic webhook adapter go, signed like the inbound side.
+    webhook_reply_url: str | None = None
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_starttls: bool = True
+    email_from: str | None = None
+
+    # Delivery: attempts per chunk, and how long a send may take before another worker
+    # looks at it again.
+    delivery_max_attempts: int = Field(default=3, ge=1)
+    delivery_lease_ms: int = Field(default=60_000, ge=1000)
+    # A worker that died mid-send leaves its outcome unknown. `fail` records the chunk as
+    # failed rather than risk a duplicate on platforms without an idempotency key;
+    # `resend` sends it again (at least once). Idempotent platforms always resend.
+    delivery_uncertain: Literal["fail", "resend"] = "fail"
+    # Sends per second per platform, shared by every worker (Redis when configured).
+    delivery_rate_limits: dict[str, float] = Field(
+        default_factory=lambda: {
+            "telegram": 25.0,
+            "slack": 1.0,
+            "discord": 5.0,
+            "whatsapp": 50.0,
+            "twilio": 1.0,
+            "email": 5.0,
+            "webhook": 50.0,
+        }
+    )
+
     # Per-session queue: the most inputs that may wait, and what to drop beyond that.
     queue_cap: int = Field(default=20, ge=1)
     queue_drop_policy: Literal["old", "new", "summarize"] = "summarize"

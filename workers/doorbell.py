@@ -21,6 +21,10 @@ class CeleryDoorbell:
     def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
         self._app.send_task("nexus.session.run", args=[session_id], countdown=delay_ms / 1000)
 
+    def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
+        countdown = delay_ms / 1000 if delay_ms > 0 else None
+        self._app.send_task("nexus.delivery.send", args=[delivery_id], countdown=countdown)
+
 
 def doorbell_for(settings: Settings) -> Doorbell:
     """Celery when a shared broker is configured; otherwise the relay will ring."""

@@ -13,6 +13,10 @@ from nexus.engine.factory import ModelCatalog, build_engine
 from nexus.hooks.loader import load_hooks
 from nexus.hooks.service import HookRunner
 from nexus.ingest.router import QueuePolicy
+from nexus.outbound.ports import RateLimiter
+from nexus.outbound.rate_limit import InProcessRateLimiter
+from nexus.outbound.retry import RetryPolicy
+from nexus.outbound.service import DeliveryService
 from nexus.queueing.coordination import Coordination, InProcessCoordination
 from nexus.queueing.runner import SessionRunner
 from nexus.settings import Settings
@@ -87,11 +91,42 @@ class WorkerRuntime:
         runner.sync()
         return runner
 
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        if self.settings.redis_url is None:
+            return InProcessRateLimiter()
+        from nexus.adapters.redis_rate_limit import RedisRateLimiter
+
+        prefix = self.settings.broker_prefix or "nexus:"
+        return RedisRateLimiter.from_url(self.settings.redis_url, prefix=prefix)
+
+    @cached_property
+    def delivery_service(self) -> DeliveryService:
+        from nexus.adapters.outbound.registry import build_senders
+
+        return DeliveryService(
+            database=self.database,
+            senders=build_senders(self.settings),
+            limiter=self.rate_limiter,
+            doorbell=self.doorbell,
+            policy=RetryPolicy(max_attempts=self.settings.delivery_max_attempts),
+            lease_ms=self.settings.delivery_lease_ms,
+            uncertain=self.settings.delivery_uncertain,
+            rates=self.settings.delivery_rate_limits,
+        )
+
     def after_fork(self) -> None:
         """A child must not share its parent's database sockets."""
         if "database" in self.__dict__:
             self.database.dispose()
             del self.__dict__["database"]
         # Everything built on the database (or on sockets) is rebuilt in the child.
-        for built in ("session_runner", "coordination", "hook_runner"):
+        built_on_sockets = (
+            "session_runner",
+            "coordination",
+            "hook_runner",
+            "rate_limiter",
+            "delivery_service",
+        )
+        for built in built_on_sockets:
             self.__dict__.pop(built, None)

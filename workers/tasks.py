@@ -63,12 +63,17 @@ def timer_tick() -> int:
         uow.commit()
     with runtime.database.unit_of_work() as uow:
         counts = relay(uow, runtime.doorbell)
+    recovered = runtime.delivery_service.recover()
+    half_open = runtime.hook_runner.cool_breakers()
     log.info(
         "timer_tick",
+        breakers_half_open=len(half_open),
         minutes=len(ticked.minutes),
         skipped=ticked.skipped,
         relayed_events=counts.events,
         relayed_sessions=counts.sessions,
+        deliveries_rung=recovered.rung,
+        deliveries_lapsed=recovered.resent + recovered.failed,
     )
     return len(ticked.minutes)
 
@@ -87,6 +92,12 @@ def run_session(session_id: str) -> str:
     return str(report.status)
 
 
+@shared_task(name="nexus.delivery.send")
+def send_delivery(delivery_id: str) -> str:
+    outcome: str = _runtime().delivery_service.send(delivery_id)
+    return outcome
+
+
 @worker_process_init.connect
 def _after_fork(**_: Any) -> None:
     _runtime().after_fork()
@@ -98,5 +109,13 @@ def _relay_on_start(**_: Any) -> None:
     runtime = _runtime()
     with runtime.database.unit_of_work() as uow:
         counts = relay(uow, runtime.doorbell, grace_ms=0)
-    log.info("relay_on_start", events=counts.events, sessions=counts.sessions)
+    recovered = runtime.delivery_service.recover()
+    log.info(
+        "relay_on_start",
+        events=counts.events,
+        sessions=counts.sessions,
+        deliveries_rung=recovered.rung,
+        deliveries_resent=recovered.resent,
+        deliveries_failed=recovered.failed,
+    )
     runtime.after_fork()

@@ -64,6 +64,7 @@ def build_engine(
 ) -> Engine:
     from nexus.agents.results import worker_result_hook
     from nexus.agents.tools import AgentTools
+    from nexus.outbound.planning import reply_hook
 
     tools = builtin_registry()
     for tool in AgentTools(database, doorbell, max_depth=settings.max_worker_depth).tools():
@@ -73,7 +74,9 @@ def build_engine(
         model_for=ModelCatalog(settings),
         default_model=settings.default_model,
         tools=tools,
-        commit_hooks=(worker_result_hook(doorbell),),
+        # In the turn's own transaction: a worker's result for its manager, and a reply's
+        # deliveries for the platform it answers.
+        commit_hooks=(worker_result_hook(doorbell), reply_hook(doorbell)),
         capabilities=CapabilityRegistry(),
         signals=signals or NoSignals(),
         publisher=publisher or NullPublisher(),

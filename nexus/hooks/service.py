@@ -11,7 +11,7 @@ import structlog
 
 from nexus.db import Database, UnitOfWork
 from nexus.engine.model import ModelDone, ModelPort, ModelRequest
-from nexus.hooks.breaker import Breaker, admit, record
+from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit, record
 from nexus.hooks.cron import cron_matches
 from nexus.hooks.evaluator import Invocation, evaluate_all
 from nexus.hooks.loader import LoadedHook
@@ -54,6 +54,14 @@ class HookRunner:
                 ]
             )
             uow.commit()
+
+    def cool_breakers(self) -> list[str]:
+        """The timer's part of the breaker: open breakers past their cool-down go half-open
+        now, not only when the next event happens to arrive. Returns the hooks moved."""
+        with self.database.unit_of_work() as uow:
+            moved = uow.ledger.hooks.half_open_cooled(cool_down_ms=COOL_DOWN_MS)
+            uow.commit()
+        return moved
 
     def run(self, event_id: str) -> list[Invocation]:
         with self.database.unit_of_work() as uow:

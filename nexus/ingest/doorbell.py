@@ -17,6 +17,10 @@ class Doorbell(Protocol):
         """Ring later: work that is not ready yet (a collect window, a retry backoff)."""
         ...
 
+    def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
+        """A reply chunk may be sent (now, or after `delay_ms`: a retry's backoff)."""
+        ...
+
 
 @dataclass
 class RecordingDoorbell:
@@ -25,6 +29,7 @@ class RecordingDoorbell:
     events: list[str] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
     later: list[tuple[str, int]] = field(default_factory=list)
+    deliveries: list[tuple[str, int]] = field(default_factory=list)
 
     def event_received(self, event_id: str) -> None:
         self.events.append(event_id)
@@ -34,6 +39,9 @@ class RecordingDoorbell:
 
     def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
         self.later.append((session_id, delay_ms))
+
+    def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
+        self.deliveries.append((delivery_id, delay_ms))
 
 
 class DeferredDoorbell:
@@ -47,4 +55,7 @@ class DeferredDoorbell:
         return None
 
     def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
+        return None
+
+    def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
         return None

@@ -11,8 +11,10 @@ from nexus.db import UnitOfWork
 from nexus.ingest.doorbell import Doorbell
 from nexus.ledger.enums import MessageSource
 from nexus.ledger.records import EventDraft
+from nexus.outbound.status import apply_status
 
 IGNORED = "ignored"
+STATUS = "status"  # a status callback, applied to the delivery it names
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,10 @@ def ingest(uow: UnitOfWork, events: Sequence[NexusEvent], doorbell: Doorbell) ->
                 event.platform, event.sender.id, event.sender.display_name
             )
         stored = uow.ledger.events.insert(_draft(event, contact_id))
-        if stored and not event.routable:
+        if stored and event.delivery_status and event.message_id:
+            detail = apply_status(uow, event.adapter, event.message_id, event.delivery_status)
+            uow.ledger.events.mark_processed(event.id, STATUS, detail)
+        elif stored and not event.routable:
             uow.ledger.events.mark_processed(event.id, IGNORED, event.ignore_reason)
         if stored and event.routable:
             uow.after_commit(partial(doorbell.event_received, event.id))

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from nexus.ledger.enums import (
     CompactionTrigger,
+    DeliveryStatus,
     Disposition,
     MessageRole,
     MessageSource,
@@ -371,3 +372,35 @@ class HookRecord(Record):
     opened_at: int | None
     state: dict[str, Any]
     last_fired_at: int | None
+
+
+class DeliveryDraft(Record):
+    """One chunk of a reply, recorded before anything is sent."""
+
+    turn_id: str
+    chunk_index: int = Field(ge=0)
+    session_id: str
+    event_id: str  # the outbound reply event
+    platform: str  # the sender that carries it (the inbound adapter's name)
+    target: dict[str, Any]
+    text: str
+    idempotency_key: str | None = None
+
+
+class DeliveryRecord(Record):
+    id: str
+    turn_id: str
+    chunk_index: int
+    session_id: str
+    event_id: str | None
+    platform: str
+    target: dict[str, Any]
+    text: str
+    status: DeliveryStatus
+    attempts: int
+    idempotency_key: str | None
+    provider_message_id: str | None
+    error: str | None
+    next_attempt_at: int | None
+    created_at: int
+    updated_at: int

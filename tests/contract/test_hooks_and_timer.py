@@ -118,11 +118,18 @@ def test_the_breaker_opens_half_opens_and_closes(
         calls = uow.ledger.hooks.invocations_of("broken")
     assert hook.breaker_state == "open" and len(calls) == 5  # calls 6 and 7 never ran
     assert calls[0]["error"] == "RuntimeError: bad day"
-    clock.advance(COOL_DOWN_MS)
+    clock.advance(COOL_DOWN_MS - 1)
+    assert runner.cool_breakers() == []  # the timer's tick: not cooled down yet
+    clock.advance(1)
+    assert runner.cool_breakers() == ["broken"]
+    with database.unit_of_work() as uow:
+        cooled = uow.ledger.hooks.get("broken")
+    assert cooled is not None and cooled.breaker_state == "half_open"
+    hook = cooled
     with database.unit_of_work() as uow:  # the script is fixed meanwhile
         uow.ledger.hooks.after_call(
             "broken",
-            breaker_state="open",
+            breaker_state="half_open",
             consecutive_errors=5,
             opened_at=hook.opened_at,
             state={"healed": True},

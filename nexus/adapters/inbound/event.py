@@ -66,6 +66,9 @@ class NexusEvent(BaseModel):
     occurred_at: int  # Unix milliseconds, as the platform dated it
     raw: dict[str, Any] = Field(default_factory=dict)
     ignore_reason: str | None = None
+    # A status callback's news about one of our messages (sent, delivered, read, failed…),
+    # about the platform message `message_id`.
+    delivery_status: str | None = None
 
     @property
     def routable(self) -> bool:

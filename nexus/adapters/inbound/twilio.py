@@ -121,4 +121,5 @@ def _status(sid: str, status: str, form: dict[str, str]) -> NexusEvent:
         occurred_at=0,
         raw=form,
         ignore_reason=f"delivery status {status}" + (f" (error {error})" if error else ""),
+        delivery_status=status,
     )

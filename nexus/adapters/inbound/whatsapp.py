@@ -153,4 +153,5 @@ def _status(status: dict[str, Any], space: str | None, payload: dict[str, Any]) 
         occurred_at=int(status.get("timestamp") or 0) * 1000,
         raw=payload,
         ignore_reason=reason,
+        delivery_status=state,
     )

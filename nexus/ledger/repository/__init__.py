@@ -6,6 +6,7 @@ from sqlalchemy import Connection
 
 from nexus.ids import Clock, now_ms
 from nexus.ledger.repository.agents import AgentRepository
+from nexus.ledger.repository.deliveries import DeliveryRepository
 from nexus.ledger.repository.errors import (
     LabelTaken,
     LedgerConflict,
@@ -40,6 +41,7 @@ class Ledger:
         self.search = SearchRepository(connection)
         self.hooks = HookRepository(connection, clock)
         self.timer = TimerRepository(connection, clock)
+        self.deliveries = DeliveryRepository(connection, clock)
 
 
 __all__ = [

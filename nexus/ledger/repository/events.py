@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 from sqlalchemy import Connection, func, or_, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
-from nexus.ledger.models import Event, table_of
+from nexus.ledger.models import Event, QueueItem, table_of
 from nexus.ledger.records import EventDraft, EventRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 
 events = table_of(Event)
+queue_items = table_of(QueueItem)
 
 
 class EventRepository:
@@ -33,6 +37,30 @@ class EventRepository:
     def get(self, event_id: str) -> EventRecord | None:
         row = self._conn.execute(
             select(*columns_for(events, EventRecord)).where(events.c.id == event_id)
+        ).one_or_none()
+        return None if row is None else to_record(EventRecord, row)
+
+    def payload_of(self, event_id: str) -> dict[str, Any]:
+        """The platform's raw update (what an outbound sender may need to answer it)."""
+        payload = self._conn.execute(
+            select(events.c.payload).where(events.c.id == event_id)
+        ).scalar_one_or_none()
+        return dict(payload or {})
+
+    def latest_inbound_for_session(
+        self, session_id: str, adapters: Collection[str]
+    ) -> EventRecord | None:
+        """The newest platform message routed to the session: where it last heard from a
+        person, and so where an answer to an internal trigger (a worker's result, a hook)
+        goes."""
+        row = self._conn.execute(
+            select(*columns_for(events, EventRecord))
+            .join(queue_items, queue_items.c.event_id == events.c.id)
+            .where(queue_items.c.session_id == session_id)
+            .where(events.c.direction == "inbound")
+            .where(events.c.adapter.in_(list(adapters)))
+            .order_by(events.c.received_at.desc(), events.c.id.desc())
+            .limit(1)
         ).one_or_none()
         return None if row is None else to_record(EventRecord, row)
 

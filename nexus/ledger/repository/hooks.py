@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 
 from nexus.ids import Clock, new_id
+from nexus.ledger.enums import BreakerState
 from nexus.ledger.models import Hook, HookInvocation, table_of
 from nexus.ledger.records import HookRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
@@ -86,6 +87,19 @@ class HookRepository:
         if fired_at is not None:
             values["last_fired_at"] = fired_at
         self._conn.execute(update(hooks).where(hooks.c.name == name).values(values))
+
+    def half_open_cooled(self, *, cool_down_ms: int) -> list[str]:
+        """Open breakers whose cool-down has passed become half-open (one trial next)."""
+        now = self._clock()
+        return list(
+            self._conn.execute(
+                update(hooks)
+                .where(hooks.c.breaker_state == BreakerState.OPEN)
+                .where(hooks.c.opened_at <= now - cool_down_ms)
+                .values(breaker_state=BreakerState.HALF_OPEN, updated_at=now)
+                .returning(hooks.c.name)
+            ).scalars()
+        )
 
     def record_invocation(
         self,

@@ -1,0 +1,74 @@
+"""Discord: interaction follow-ups (edit the "thinking…" answer, then follow up) or channel
+messages with an enforced nonce, which Discord uses to drop a duplicate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from nexus.adapters.outbound.http import classify, new_client, short_hash, transport_failure
+from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.ports import Refused, SendResult
+
+# The model's text must not ping @everyone or a role because a user asked it to.
+NO_MENTIONS: dict[str, Any] = {"parse": []}
+
+
+class DiscordSender:
+    name = "discord"
+
+    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
+        self._token = token
+        self._base = api_base.rstrip("/")
+        self._client = client or new_client()
+
+    def idempotent(self, delivery: DeliveryRecord) -> bool:
+        # Editing the original answer twice leaves one message; a channel message carries an
+        # enforced nonce. Only an interaction's further follow-ups have no such guard.
+        return "interaction" not in delivery.target or delivery.chunk_index == 0
+
+    def send(self, delivery: DeliveryRecord) -> SendResult:
+        try:
+            if "interaction" in delivery.target:
+                return self._follow_up(delivery)
+            return self._channel_message(delivery)
+        except httpx.HTTPError as error:
+            return transport_failure(error)
+
+    def _follow_up(self, delivery: DeliveryRecord) -> SendResult:
+        interaction = delivery.target["interaction"]
+        webhook = f"{self._base}/webhooks/{interaction['application_id']}/{interaction['token']}"
+        body = {"content": delivery.text, "allowed_mentions": NO_MENTIONS}
+        if delivery.chunk_index == 0:
+            response = self._client.patch(f"{webhook}/messages/@original", json=body)
+        else:
+            response = self._client.post(webhook, params={"wait": "true"}, json=body)
+        return classify(response, message_id=_message_id)
+
+    def _channel_message(self, delivery: DeliveryRecord) -> SendResult:
+        if not self._token:
+            return Refused("NEXUS_DISCORD_BOT_TOKEN is not set")
+        body: dict[str, Any] = {
+            "content": delivery.text,
+            "allowed_mentions": NO_MENTIONS,
+            # The same nonce within a few minutes returns the message already created.
+            "nonce": short_hash(delivery.idempotency_key or delivery.id),
+            "enforce_nonce": True,
+        }
+        if delivery.target.get("reply_to"):
+            body["message_reference"] = {
+                "message_id": delivery.target["reply_to"],
+                "fail_if_not_exists": False,
+            }
+        response = self._client.post(
+            f"{self._base}/channels/{delivery.target['channel_id']}/messages",
+            json=body,
+            headers={"Authorization": f"Bot {self._token}"},
+        )
+        return classify(response, message_id=_message_id)
+
+
+def _message_id(body: Any) -> str | None:
+    found = body.get("id") if isinstance(body, dict) else None
+    return str(found) if found is not None else None

@@ -1,0 +1,71 @@
+"""Slack `chat.postMessage`: mrkdwn, threads by `thread_ts`; Slack's errors come in a 200."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from nexus.adapters.outbound.http import (
+    classify,
+    json_or_none,
+    new_client,
+    retry_after_ms,
+    transport_failure,
+)
+from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.ports import Refused, RetryLater, SendResult, Sent
+
+# Slack says these are temporary; every other `ok: false` error is about the request.
+_TRANSIENT = frozenset({"ratelimited", "internal_error", "fatal_error", "service_unavailable",
+                        "request_timeout"})  # fmt: skip
+
+
+class SlackSender:
+    name = "slack"
+
+    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
+        self._token = token
+        self._base = api_base.rstrip("/")
+        self._client = client or new_client()
+
+    def idempotent(self, delivery: DeliveryRecord) -> bool:
+        return False  # chat.postMessage has no idempotency key
+
+    def send(self, delivery: DeliveryRecord) -> SendResult:
+        if not self._token:
+            return Refused("NEXUS_SLACK_BOT_TOKEN is not set")
+        body: dict[str, Any] = {
+            "channel": delivery.target["channel"],
+            "text": delivery.text,
+            "unfurl_links": False,
+        }
+        if delivery.target.get("thread_ts"):
+            body["thread_ts"] = delivery.target["thread_ts"]
+        try:
+            response = self._client.post(
+                f"{self._base}/chat.postMessage",
+                json=body,
+                headers={"Authorization": f"Bearer {self._token}"},
+            )
+        except httpx.HTTPError as error:
+            return transport_failure(error)
+        result = classify(
+            response, message_id=lambda b: b.get("ts") if isinstance(b, dict) else None
+        )
+        if not isinstance(result, Sent):
+            return result
+        payload = json_or_none(response)
+        if not isinstance(payload, dict):
+            return RetryLater(f"slack: unreadable answer {response.text[:200]!r}")
+        if payload.get("ok"):
+            return result
+        problem = str(payload.get("error") or "unknown_error")
+        if problem in _TRANSIENT:
+            return RetryLater(f"slack: {problem}", retry_after_ms(response))
+        return Refused(f"slack: {problem}")
+
+
+def _ts(body: Any) -> str | None:
+    found = body.get("ts") if isinstance(body, dict) else None
+    return str(found) if found is not None else None

@@ -1,0 +1,54 @@
+"""Telegram Bot API `sendMessage`: HTML markup, forum topics, reply to the first message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.ports import Refused, SendResult
+
+
+class TelegramSender:
+    name = "telegram"
+
+    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
+        self._token = token
+        self._base = api_base.rstrip("/")
+        self._client = client or new_client()
+
+    def idempotent(self, delivery: DeliveryRecord) -> bool:
+        return False  # the Bot API takes no idempotency key
+
+    def send(self, delivery: DeliveryRecord) -> SendResult:
+        if not self._token:
+            return Refused("NEXUS_TELEGRAM_BOT_TOKEN is not set")
+        target = delivery.target
+        body: dict[str, Any] = {
+            "chat_id": target["chat_id"],
+            "text": delivery.text,
+            "link_preview_options": {"is_disabled": True},
+        }
+        if target.get("parse_mode"):
+            body["parse_mode"] = target["parse_mode"]
+        if target.get("message_thread_id") is not None:
+            body["message_thread_id"] = target["message_thread_id"]
+        if target.get("reply_to"):
+            # If the message was deleted meanwhile, answer anyway rather than fail.
+            body["reply_parameters"] = {
+                "message_id": int(target["reply_to"]),
+                "allow_sending_without_reply": True,
+            }
+        try:
+            response = self._client.post(f"{self._base}/bot{self._token}/sendMessage", json=body)
+        except httpx.HTTPError as error:
+            return transport_failure(error)
+        return classify(response, message_id=_message_id)
+
+
+def _message_id(body: Any) -> str | None:
+    result = body.get("result") if isinstance(body, dict) else None
+    found = result.get("message_id") if isinstance(result, dict) else None
+    return str(found) if found is not None else None

@@ -1,0 +1,54 @@
+"""WhatsApp Cloud API messages: text, a reply context on the first chunk; the wamid it
+returns is what status webhooks later name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.ports import Refused, SendResult
+
+
+class WhatsAppSender:
+    name = "whatsapp"
+
+    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
+        self._token = token
+        self._base = api_base.rstrip("/")
+        self._client = client or new_client()
+
+    def idempotent(self, delivery: DeliveryRecord) -> bool:
+        return False  # the Cloud API takes no idempotency key
+
+    def send(self, delivery: DeliveryRecord) -> SendResult:
+        if not self._token:
+            return Refused("NEXUS_WHATSAPP_ACCESS_TOKEN is not set")
+        target = delivery.target
+        body: dict[str, Any] = {
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": target["to"],
+            "type": "text",
+            "text": {"body": delivery.text, "preview_url": False},
+        }
+        if target.get("reply_to"):
+            body["context"] = {"message_id": target["reply_to"]}
+        try:
+            response = self._client.post(
+                f"{self._base}/{target['phone_number_id']}/messages",
+                json=body,
+                headers={"Authorization": f"Bearer {self._token}"},
+            )
+        except httpx.HTTPError as error:
+            return transport_failure(error)
+        return classify(response, message_id=_wamid)
+
+
+def _wamid(body: Any) -> str | None:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    first = messages[0] if isinstance(messages, list) and messages else None
+    found = first.get("id") if isinstance(first, dict) else None
+    return str(found) if found is not None else None

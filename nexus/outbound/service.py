@@ -1,0 +1,151 @@
+"""Send one chunk: book a rate slot, mark it sending, call the platform, record the outcome.
+
+The ledger is told a send has begun before the platform is called, and what came of it
+after; a worker that dies in between leaves a `sending` row whose lease lapses, and
+`recover` decides from the platform's idempotency whether sending again is safe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Literal
+
+import structlog
+
+from nexus.db import Database, UnitOfWork
+from nexus.ingest.doorbell import Doorbell
+from nexus.ledger.enums import DeliveryStatus
+from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.ports import RateLimiter, Refused, RetryLater, Sender, SendResult, Sent
+from nexus.outbound.retry import RetryPolicy
+
+log = structlog.get_logger(__name__)
+
+Outcome = Literal["sent", "retry", "failed", "deferred", "skipped"]
+Uncertain = Literal["fail", "resend"]
+# A rate-limit wait longer than this is not slept through in the task: the chunk is rung
+# again when its slot comes, and the worker takes other work meanwhile.
+MAX_INLINE_WAIT_MS = 2_000
+DEFAULT_RATE_PER_S = 10.0
+
+
+@dataclass(frozen=True)
+class Recovered:
+    resent: int  # lapsed sends released for another attempt (idempotent platforms)
+    failed: int  # lapsed sends recorded as failed, outcome unknown
+    rung: int  # due chunks rung again
+
+
+@dataclass
+class DeliveryService:
+    database: Database
+    senders: Mapping[str, Sender]
+    limiter: RateLimiter
+    doorbell: Doorbell
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    lease_ms: int = 60_000
+    uncertain: Uncertain = "fail"
+    rates: Mapping[str, float] = field(default_factory=dict)
+    sleep: Callable[[float], None] = time.sleep
+
+    def send(self, delivery_id: str) -> Outcome:
+        with self.database.unit_of_work() as uow:
+            pending = uow.ledger.deliveries.get(delivery_id)
+        if pending is None or pending.status != DeliveryStatus.PENDING:
+            return "skipped"  # sent, failed, or another worker has it: a duplicate ring
+        wait_ms = self.limiter.reserve(
+            pending.platform, self.rates.get(pending.platform, DEFAULT_RATE_PER_S)
+        )
+        if wait_ms > MAX_INLINE_WAIT_MS:
+            self.doorbell.delivery_ready(delivery_id, wait_ms)
+            return "deferred"
+        if wait_ms:
+            self.sleep(wait_ms / 1000)
+        with self.database.unit_of_work() as uow:
+            delivery = uow.ledger.deliveries.begin_send(delivery_id, lease_ms=self.lease_ms)
+            uow.commit()
+        if delivery is None:
+            return "skipped"  # not due, not next in its reply, or taken meanwhile
+        result = self._call(delivery)
+        with self.database.unit_of_work() as uow:
+            outcome = self._record(uow, delivery, result)
+            uow.commit()
+        log.info(
+            "delivery_attempt",
+            delivery_id=delivery.id,
+            turn_id=delivery.turn_id,
+            chunk=delivery.chunk_index,
+            platform=delivery.platform,
+            attempt=delivery.attempts,
+            outcome=outcome,
+        )
+        return outcome
+
+    def recover(self) -> Recovered:
+        """Settle sends whose worker stopped mid-call, then ring every chunk that is due
+        (on worker start and every timer tick)."""
+        resent = failed = 0
+        with self.database.unit_of_work() as uow:
+            for lapsed in uow.ledger.deliveries.lapsed_sends():
+                if self._may_resend(lapsed):
+                    resent += uow.ledger.deliveries.release_lapsed(lapsed.id)
+                else:
+                    failed += bool(uow.ledger.deliveries.fail(lapsed.id, self._unknown(lapsed)))
+            uow.commit()
+        with self.database.unit_of_work() as uow:
+            due = uow.ledger.deliveries.due()
+        for delivery_id in due:
+            self.doorbell.delivery_ready(delivery_id)
+        return Recovered(resent=resent, failed=failed, rung=len(due))
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _call(self, delivery: DeliveryRecord) -> SendResult:
+        sender = self.senders.get(delivery.platform)
+        if sender is None:
+            return Refused(f"no outbound sender for {delivery.platform!r}")
+        try:
+            return sender.send(delivery)
+        except Exception as error:  # a bug or an unexpected library error: retry, recorded
+            log.exception("delivery_sender_error", delivery_id=delivery.id)
+            return RetryLater(f"{type(error).__name__}: {error}")
+
+    def _record(self, uow: UnitOfWork, delivery: DeliveryRecord, result: SendResult) -> Outcome:
+        deliveries = uow.ledger.deliveries
+        if isinstance(result, Sent):
+            if not deliveries.mark_sent(delivery.id, result.provider_message_id):
+                return "skipped"  # our lease lapsed and recovery settled it meanwhile
+            following = deliveries.next_chunk(delivery.turn_id, delivery.chunk_index)
+            if following is not None:
+                uow.after_commit(partial(self.doorbell.delivery_ready, following))
+            return "sent"
+        if isinstance(result, RetryLater):
+            delay = self.policy.delay_ms(delivery.attempts, result.retry_after_ms)
+            if delay is not None:
+                if deliveries.retry_at(delivery.id, uow.ledger.clock() + delay, result.error):
+                    uow.after_commit(partial(self.doorbell.delivery_ready, delivery.id, delay))
+                return "retry"
+            error = f"gave up after {delivery.attempts} attempts: {result.error}"
+        else:
+            error = result.error
+        deliveries.fail(delivery.id, error)
+        return "failed"
+
+    def _may_resend(self, delivery: DeliveryRecord) -> bool:
+        if delivery.attempts >= self.policy.max_attempts:
+            return False
+        sender = self.senders.get(delivery.platform)
+        idempotent = sender is not None and sender.idempotent(delivery)
+        return idempotent or self.uncertain == "resend"
+
+    def _unknown(self, delivery: DeliveryRecord) -> str:
+        if delivery.attempts >= self.policy.max_attempts:
+            return f"gave up after {delivery.attempts} attempts; the last one never reported"
+        return (
+            f"outcome unknown: the worker stopped while sending; {delivery.platform} cannot "
+            "drop a duplicate, so it was not sent again (NEXUS_DELIVERY_UNCERTAIN=resend "
+            "sends it again instead)"
+        )

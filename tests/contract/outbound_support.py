@@ -1,0 +1,129 @@
+"""A rig for outbound tests: an engine whose turns plan deliveries, real senders talking
+to the fake platforms, and a pump that plays the delivery worker."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from nexus.adapters.inbound.event import Container, NexusEvent, Sender
+from nexus.adapters.outbound.registry import build_senders
+from nexus.db import Database
+from nexus.engine.scripted import Say
+from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.ingest.service import ingest
+from nexus.ledger.records import DeliveryRecord, SessionRecord
+from nexus.outbound.planning import reply_hook
+from nexus.outbound.rate_limit import InProcessRateLimiter
+from nexus.outbound.service import DeliveryService, Outcome
+from nexus.settings import Settings
+from tests.contract.engine_support import Rig, build_rig
+from tests.fakes.platform_server import FakePlatforms
+from tests.support import FakeClock
+
+WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LWZvci10ZXN0cy1vbmx5LTMyYnl0ZXMhIQ=="
+
+
+def platform_settings(fake: FakePlatforms, **extra: object) -> Settings:
+    """Every sender configured, every API base on the fake."""
+    base = fake.base_url
+    values: dict[str, object] = {
+        "telegram_bot_token": "123:TEST",
+        "telegram_api_base": base,
+        "slack_bot_token": "xoxb-test",
+        "slack_api_base": base,
+        "discord_bot_token": "discord-test",
+        "discord_api_base": base,
+        "whatsapp_access_token": "wa-test",
+        "whatsapp_api_base": base,
+        "twilio_account_sid": "AC00000000000000000000000000000000",
+        "twilio_auth_token": "twilio-test",
+        "twilio_api_base": base,
+        "webhook_reply_url": f"{base}/hooks/reply",
+        "webhook_secret": WEBHOOK_SECRET,
+        **extra,
+    }
+    return Settings.model_validate(values)
+
+
+def message(
+    event_id: str,
+    adapter: str,
+    sender: str,
+    text: str = "hello",
+    *,
+    container: Container | None = None,
+    thread: str | None = None,
+    message_id: str | None = None,
+    space: str | None = None,
+    raw: dict[str, object] | None = None,
+) -> NexusEvent:
+    return NexusEvent(
+        id=event_id,
+        adapter=adapter,
+        platform=adapter,
+        space=space,
+        sender=Sender(id=sender, display_name=sender),
+        container=container or Container(kind="dm", id=sender),
+        platform_thread_id=thread,
+        message_id=message_id,
+        text=text,
+        occurred_at=0,
+        raw=dict(raw or {}),
+    )
+
+
+@dataclass
+class OutboundRig:
+    rig: Rig
+    database: Database
+    clock: FakeClock
+    doorbell: RecordingDoorbell
+    service: DeliveryService
+    sleeps: list[float] = field(default_factory=list)
+
+    def arrive(self, event: NexusEvent) -> None:
+        with self.database.unit_of_work() as uow:
+            ingest(uow, [event], self.doorbell)
+            uow.commit()
+
+    def answer(self, session: SessionRecord, event: NexusEvent, reply: str) -> str:
+        """A turn answering `event` with `reply`; returns the turn id."""
+        self.rig.model.push(Say(reply))
+        outcome = self.rig.say(session.id, event.text or "", event_id=event.id)
+        assert outcome.status == "committed", outcome
+        return outcome.turn_id
+
+    def pump(self, *, limit: int = 50) -> list[Outcome]:
+        """Play the delivery worker: send whatever was rung, waiting out each delay on the
+        ledger's clock, until nothing more is rung."""
+        outcomes: list[Outcome] = []
+        while self.doorbell.deliveries and len(outcomes) < limit:
+            delivery_id, delay_ms = self.doorbell.deliveries.pop(0)
+            self.clock.advance(delay_ms)
+            outcomes.append(self.service.send(delivery_id))
+        return outcomes
+
+    def deliveries(self, turn_id: str) -> list[DeliveryRecord]:
+        with self.database.unit_of_work() as uow:
+            return uow.ledger.deliveries.for_turn(turn_id)
+
+
+def outbound_rig(
+    database: Database, clock: FakeClock, fake: FakePlatforms, **settings: object
+) -> OutboundRig:
+    doorbell = RecordingDoorbell()
+    rig = build_rig(database, clock)
+    rig.engine = dataclasses.replace(rig.engine, commit_hooks=(reply_hook(doorbell),))
+    configured = platform_settings(fake, **settings)
+    sleeps: list[float] = []
+    service = DeliveryService(
+        database=database,
+        senders=build_senders(configured),
+        limiter=InProcessRateLimiter(burst=1_000),  # rates have their own tests
+        doorbell=doorbell,
+        lease_ms=configured.delivery_lease_ms,
+        uncertain=configured.delivery_uncertain,
+        sleep=sleeps.append,
+    )
+    return OutboundRig(rig, database, clock, doorbell, service, sleeps)
