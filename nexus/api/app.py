@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
 from nexus.adapters.inbound.registry import build_adapters
-from nexus.api import entities, events, inbound, sessions
+from nexus.api import agents, entities, events, hooks, inbound, routing, sessions, turns
 from nexus.api.auth import TokenCheck
 from nexus.api.errors import ApiError, api_error_handler, error_body, rejected_handler
 from nexus.api.state import AppState
@@ -58,6 +58,10 @@ def create_app(
     app.include_router(events.router)
     app.include_router(entities.router)
     app.include_router(sessions.router)
+    app.include_router(agents.router)
+    app.include_router(turns.router)
+    app.include_router(routing.router)
+    app.include_router(hooks.router)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

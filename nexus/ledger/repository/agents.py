@@ -6,12 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, select, update
+from sqlalchemy.exc import IntegrityError
 
 from nexus.ids import Clock, new_id
+from nexus.ledger.enums import AgentStatus
 from nexus.ledger.models import Agent, AgentCapability, Capability, table_of
 from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
-from nexus.ledger.repository.errors import NotFound
+from nexus.ledger.repository.errors import LedgerConflict, NotFound
 
 agents = table_of(Agent)
 capabilities = table_of(Capability)
@@ -118,3 +120,86 @@ class AgentRepository:
             .order_by(agent_capabilities.c.position)
         )
         return [row[0] for row in rows]
+
+    # -- the personas API ---------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        *,
+        system_prompt: str = "",
+        default_model: str | None = None,
+        permissions: Mapping[str, Any] | None = None,
+    ) -> AgentRecord:
+        """A new persona; LedgerConflict when the name is taken (archived personas too)."""
+        now = self._clock()
+        agent_id = new_id()
+        statement = upsert_insert(self._conn, agents).values(
+            id=agent_id,
+            name=name,
+            system_prompt=system_prompt,
+            default_model=default_model,
+            model_config={},
+            permissions=dict(permissions or {}),
+            tags=[],
+            status=AgentStatus.ACTIVE,
+            created_at=now,
+            updated_at=now,
+        )
+        inserted = self._conn.execute(
+            statement.on_conflict_do_nothing(index_elements=["name"]).returning(agents.c.id)
+        ).scalar_one_or_none()
+        if inserted is None:
+            raise LedgerConflict(f"a persona named {name!r} exists already")
+        created = self.get(agent_id)
+        assert created is not None
+        return created
+
+    def page(
+        self, *, after_name: str | None, limit: int, include_archived: bool = False
+    ) -> list[AgentRecord]:
+        """Up to `limit` personas in name order, starting after `after_name` (a keyset page)."""
+        query = select(*columns_for(agents, AgentRecord)).order_by(agents.c.name).limit(limit)
+        if after_name is not None:
+            query = query.where(agents.c.name > after_name)
+        if not include_archived:
+            query = query.where(agents.c.status != AgentStatus.ARCHIVED)
+        return [to_record(AgentRecord, row) for row in self._conn.execute(query)]
+
+    def update_fields(self, agent_id: str, changes: Mapping[str, Any]) -> AgentRecord:
+        """Set exactly the given fields (name, system_prompt, default_model, permissions,
+        status); unlike `configure`, a None default_model clears it. A name another persona
+        holds is LedgerConflict; an unknown id is NotFound."""
+        allowed = {"name", "system_prompt", "default_model", "permissions", "status"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise ValueError(f"personas have no field(s) {', '.join(sorted(unknown))}")
+        if self.get(agent_id) is None:
+            raise NotFound(f"no persona with id {agent_id!r}")
+        values = {**changes, "updated_at": self._clock()}
+        statement = update(agents).where(agents.c.id == agent_id).values(values)
+        try:
+            # A savepoint, so losing a rename race leaves the caller's transaction usable.
+            with self._conn.begin_nested():
+                self._conn.execute(statement)
+        except IntegrityError as error:
+            if "name" not in changes:
+                raise
+            raise LedgerConflict(f"a persona named {changes['name']!r} exists already") from error
+        found = self.get(agent_id)
+        assert found is not None
+        return found
+
+    def capability_ids_of(self, agent_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Each persona's capabilities in order, for many personas in one query."""
+        found: dict[str, list[str]] = {agent_id: [] for agent_id in agent_ids}
+        if not found:
+            return found
+        rows = self._conn.execute(
+            select(agent_capabilities.c.agent_id, agent_capabilities.c.capability_id)
+            .where(agent_capabilities.c.agent_id.in_(list(found)))
+            .order_by(agent_capabilities.c.agent_id, agent_capabilities.c.position)
+        )
+        for agent_id, capability_id in rows:
+            found[agent_id].append(capability_id)
+        return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, and_, or_, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import BreakerState
@@ -132,3 +132,34 @@ class HookRepository:
             .order_by(invocations.c.started_at, invocations.c.id)
         )
         return [dict(row._mapping) for row in rows]
+
+    def set_enabled(self, name: str, enabled: bool) -> HookRecord | None:
+        """Switch a hook on or off by hand; None when there is no such hook. The breaker is
+        left as it is: re-enabling does not pretend the errors never happened."""
+        self._conn.execute(
+            update(hooks)
+            .where(hooks.c.name == name)
+            .values(enabled=enabled, updated_at=self._clock())
+        )
+        return self.get(name)
+
+    def invocations_page(
+        self, name: str, *, before: tuple[int, str] | None, limit: int
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` of the hook's invocations, newest first, older than `before`
+        ((started_at, id) of the last one already seen): a keyset page."""
+        query = (
+            select(invocations)
+            .where(invocations.c.hook_name == name)
+            .order_by(invocations.c.started_at.desc(), invocations.c.id.desc())
+            .limit(limit)
+        )
+        if before is not None:
+            started_at, invocation_id = before
+            query = query.where(
+                or_(
+                    invocations.c.started_at < started_at,
+                    and_(invocations.c.started_at == started_at, invocations.c.id < invocation_id),
+                )
+            )
+        return [dict(row._mapping) for row in self._conn.execute(query)]

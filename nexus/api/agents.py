@@ -1,0 +1,208 @@
+"""Personas over HTTP: list, create, change, archive, and their ordered capabilities."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from nexus.api.auth import require_token
+from nexus.api.errors import ApiError
+from nexus.api.pagination import PageRequest, decode_cursor, page_body, page_request
+from nexus.api.state import AppState
+from nexus.db.unit_of_work import UnitOfWork
+from nexus.ledger.enums import AgentStatus
+from nexus.ledger.records import AgentRecord
+from nexus.ledger.repository import LedgerConflict, NotFound
+
+router = APIRouter(prefix="/v1", tags=["agents"], dependencies=[Depends(require_token)])
+
+# Persona names end up in session labels (system:persona:NAME), so no control characters.
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+Pattern = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Prompt = Annotated[str, StringConstraints(max_length=100_000)]
+Model = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+CapabilityId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class ToolRules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[Pattern] | None = Field(default=None, max_length=200)
+    deny: list[Pattern] | None = Field(default=None, max_length=200)
+
+
+class Permissions(BaseModel):
+    """Seed 000's tool permissions; an absent `allow` means every tool not denied."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: ToolRules | None = None
+
+    def stored(self) -> dict[str, Any]:
+        # None is dropped rather than stored: the engine reads a present key as a list.
+        return self.model_dump(exclude_none=True)
+
+
+class AgentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    system_prompt: Prompt = ""
+    default_model: Model | None = None
+    permissions: Permissions | None = None
+
+
+class AgentPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    system_prompt: Prompt | None = None
+    default_model: Model | None = None  # null clears it: the deployment default applies
+    permissions: Permissions | None = None
+
+    @model_validator(mode="after")
+    def _sensible(self) -> AgentPatch:
+        if not self.model_fields_set:
+            raise ValueError("give at least one field to change")
+        for field in ("name", "system_prompt", "permissions"):
+            if field in self.model_fields_set and getattr(self, field) is None:
+                raise ValueError(f"{field} cannot be null")
+        return self
+
+
+class CapabilitiesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    capabilities: list[CapabilityId] = Field(max_length=64)
+
+
+def _view(agent: AgentRecord, capabilities: list[str]) -> dict[str, Any]:
+    return {**agent.model_dump(mode="json"), "capabilities": capabilities}
+
+
+def _one(uow: UnitOfWork, agent_id: str) -> dict[str, Any]:
+    agent = uow.ledger.agents.get(agent_id)
+    if agent is None:
+        raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
+    return _view(agent, uow.ledger.agents.capability_ids(agent_id))
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.nexus
+    return state
+
+
+@router.get("/agents")
+def list_agents(
+    request: Request,
+    page: Annotated[PageRequest, Depends(page_request)],
+    include_archived: bool = False,
+) -> dict[str, Any]:
+    """Personas in name order, a page at a time; archived ones only when asked for."""
+    after = decode_cursor(page.cursor, [str])
+    with _state(request).database.unit_of_work() as uow:
+        found = uow.ledger.agents.page(
+            after_name=str(after[0]) if after else None,
+            limit=page.limit + 1,
+            include_archived=include_archived,
+        )
+        capabilities = uow.ledger.agents.capability_ids_of([a.id for a in found[: page.limit]])
+    return page_body(
+        found, page.limit, lambda a: (a.name,), lambda a: _view(a, capabilities.get(a.id, []))
+    )
+
+
+@router.post("/agents", status_code=201)
+def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
+    with _state(request).database.unit_of_work() as uow:
+        try:
+            agent = uow.ledger.agents.create(
+                body.name,
+                system_prompt=body.system_prompt,
+                default_model=body.default_model,
+                permissions=body.permissions.stored() if body.permissions else None,
+            )
+        except LedgerConflict as error:
+            raise ApiError(409, "conflict", str(error)) from error
+        uow.commit()
+    return _view(agent, [])
+
+
+@router.get("/agents/{agent_id}")
+def get_agent(agent_id: str, request: Request) -> dict[str, Any]:
+    with _state(request).database.unit_of_work() as uow:
+        return _one(uow, agent_id)
+
+
+def _change(request: Request, agent_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    with _state(request).database.unit_of_work() as uow:
+        try:
+            uow.ledger.agents.update_fields(agent_id, changes)
+        except NotFound as error:
+            raise ApiError(404, "not_found", f"no agent with id {agent_id!r}") from error
+        except LedgerConflict as error:
+            raise ApiError(409, "conflict", str(error)) from error
+        view = _one(uow, agent_id)
+        uow.commit()
+    return view
+
+
+@router.patch("/agents/{agent_id}")
+def patch_agent(agent_id: str, body: AgentPatch, request: Request) -> dict[str, Any]:
+    """Change any subset of the fields; the others stay as they are."""
+    changes = {field: getattr(body, field) for field in body.model_fields_set}
+    if body.permissions is not None:
+        changes["permissions"] = body.permissions.stored()
+    return _change(request, agent_id, changes)
+
+
+@router.delete("/agents/{agent_id}")
+def archive_agent(agent_id: str, request: Request) -> dict[str, Any]:
+    """Archive the persona: its sessions and turns point at it, so the row always stays."""
+    return _change(request, agent_id, {"status": AgentStatus.ARCHIVED.value})
+
+
+@router.get("/capabilities")
+def list_capabilities(request: Request) -> dict[str, Any]:
+    """The capabilities this deployment knows, in registry order."""
+    return {
+        "items": [
+            {"id": c.id, "name": c.name, "description": c.description, "status": c.status}
+            for c in _state(request).engine.capabilities.all()
+        ]
+    }
+
+
+@router.put("/agents/{agent_id}/capabilities")
+def set_capabilities(agent_id: str, body: CapabilitiesRequest, request: Request) -> dict[str, Any]:
+    """Replace the persona's capabilities; the list's order is the order they apply in."""
+    registry = _state(request).engine.capabilities
+    known = {c.id: c for c in registry.all()}
+    seen: set[str] = set()
+    for capability_id in body.capabilities:
+        if capability_id in seen:
+            raise ApiError(400, "invalid_request", f"capability {capability_id!r} is listed twice")
+        seen.add(capability_id)
+        found = known.get(capability_id)
+        if found is None:
+            names = ", ".join(sorted(known))
+            message = f"unknown capability {capability_id!r} (known: {names})"
+            raise ApiError(400, "unknown_capability", message)
+        # The engine refuses these at turn time; refusing them here keeps the persona usable.
+        if found.status == "coming_soon":
+            message = f"capability {capability_id!r} is not available yet"
+            raise ApiError(400, "capability_unavailable", message)
+    chosen = [known[c] for c in body.capabilities]
+    with _state(request).database.unit_of_work() as uow:
+        if uow.ledger.agents.get(agent_id) is None:
+            raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
+        uow.ledger.agents.set_capabilities(
+            agent_id, [(c.id, c.name, c.description, c.status) for c in chosen]
+        )
+        view = _one(uow, agent_id)
+        uow.commit()
+    return view

@@ -1,0 +1,80 @@
+"""Keyset pagination shared by list routes: `?limit=&cursor=` in, `{items, next_cursor}` out."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Query
+
+from nexus.api.errors import ApiError
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_CURSOR_LENGTH = 1024
+
+T = TypeVar("T")
+CursorKey = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    limit: int
+    cursor: str | None
+
+
+def page_request(
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    cursor: Annotated[str | None, Query(min_length=1, max_length=MAX_CURSOR_LENGTH)] = None,
+) -> PageRequest:
+    """FastAPI dependency: the page size (out of range is 422) and the raw cursor."""
+    return PageRequest(limit=limit, cursor=cursor)
+
+
+def encode_cursor(key: CursorKey) -> str:
+    """An opaque token for the last item's sort key; callers only hand it back."""
+    raw = json.dumps(list(key), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None, shape: Sequence[type]) -> CursorKey | None:
+    """The sort key inside `cursor`, checked against `shape` (one type per part); None when
+    there is no cursor. Anything that is not a cursor this API made is 400 invalid_cursor."""
+    if cursor is None:
+        return None
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        key = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as error:
+        raise ApiError(400, "invalid_cursor", "the cursor is not one this API issued") from error
+    # bool is an int to isinstance, and never part of a sort key.
+    if (
+        not isinstance(key, list)
+        or len(key) != len(shape)
+        or not all(
+            isinstance(part, kind) and not isinstance(part, bool)
+            for part, kind in zip(key, shape, strict=True)
+        )
+    ):
+        raise ApiError(400, "invalid_cursor", "the cursor is not one this API issued")
+    return tuple(key)
+
+
+def page_body(
+    rows: Sequence[T],
+    limit: int,
+    key_of: Callable[[T], CursorKey],
+    view: Callable[[T], Any],
+) -> dict[str, Any]:
+    """The answer for rows fetched with `limit + 1`: the extra row only says a next page
+    exists, so the cursor points at the last row shown."""
+    shown = rows[:limit]
+    more = len(rows) > limit
+    return {
+        "items": [view(row) for row in shown],
+        "next_cursor": encode_cursor(key_of(shown[-1])) if more and shown else None,
+    }

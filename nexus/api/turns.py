@@ -1,0 +1,72 @@
+"""Turns over HTTP: one turn, its whole ancestry, and forking a new session from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict
+
+from nexus.api.auth import require_token
+from nexus.api.errors import ApiError
+from nexus.api.state import AppState
+from nexus.db.unit_of_work import UnitOfWork
+from nexus.ledger.records import SessionLabel, TurnView
+from nexus.ledger.repository import LabelTaken, NotForkable
+
+router = APIRouter(prefix="/v1/turns", tags=["turns"], dependencies=[Depends(require_token)])
+
+
+class ForkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: SessionLabel | None = None  # None: the ledger names it fork-<id>
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.nexus
+    return state
+
+
+def _turn(uow: UnitOfWork, turn_id: str) -> TurnView:
+    view = uow.ledger.threads.get_turn(turn_id)
+    if view is None:
+        raise ApiError(404, "not_found", f"no turn {turn_id!r}")
+    return view
+
+
+@router.get("/{turn_id}")
+def get_turn(turn_id: str, request: Request) -> dict[str, Any]:
+    """One turn with its messages and tool calls (the shape `nexus turn --json` prints)."""
+    with _state(request).database.unit_of_work() as uow:
+        return _turn(uow, turn_id).model_dump(mode="json")
+
+
+@router.get("/{turn_id}/thread")
+def get_thread(turn_id: str, request: Request) -> dict[str, Any]:
+    """Every turn from the root to this one, oldest first, compactions included."""
+    with _state(request).database.unit_of_work() as uow:
+        view = _turn(uow, turn_id)
+        if uow.ledger.threads.get_thread(turn_id) is not None:
+            chain = uow.ledger.threads.read_ancestry(turn_id)
+        else:
+            # A failed or superseded turn is off every chain; its ancestry is its parent's.
+            parent = view.turn.parent_turn_id
+            chain = [*(uow.ledger.threads.read_ancestry(parent) if parent else []), view]
+    return {"turn_id": turn_id, "turns": [v.model_dump(mode="json") for v in chain]}
+
+
+@router.post("/{turn_id}/fork", status_code=201)
+def fork(turn_id: str, request: Request, body: ForkRequest | None = None) -> dict[str, Any]:
+    """A new session whose head is this turn; the persona is the thread's."""
+    label = body.label if body else None
+    with _state(request).database.unit_of_work() as uow:
+        _turn(uow, turn_id)
+        try:
+            session = uow.ledger.sessions.fork(turn_id, label=label)
+        except NotForkable as error:
+            raise ApiError(409, "not_forkable", str(error)) from error
+        except LabelTaken as error:
+            raise ApiError(409, "conflict", str(error)) from error
+        uow.commit()
+    return session.model_dump(mode="json")
