@@ -17,7 +17,7 @@ from nexus.outbound.ports import RateLimiter
 from nexus.outbound.rate_limit import InProcessRateLimiter
 from nexus.outbound.retry import RetryPolicy
 from nexus.outbound.service import DeliveryService
-from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.queueing.coordination import Coordination, coordination_for
 from nexus.queueing.runner import SessionRunner
 from nexus.settings import Settings
 from workers.doorbell import CeleryDoorbell
@@ -48,12 +48,8 @@ class WorkerRuntime:
 
     @cached_property
     def coordination(self) -> Coordination:
-        if self.settings.redis_url is None:
-            return InProcessCoordination()  # embedded: API, worker and timer share a process
-        from nexus.adapters.redis_coordination import RedisCoordination
-
-        prefix = self.settings.broker_prefix or "nexus:"
-        return RedisCoordination.from_url(self.settings.redis_url, prefix=prefix)
+        # Embedded: in-process, and `nexus dev` hands this same object to its API.
+        return coordination_for(self.settings)
 
     @cached_property
     def queueing(self) -> QueuePolicy:

@@ -12,6 +12,7 @@ from redis.exceptions import LockError
 
 from nexus.engine.query import QueryMessage
 from nexus.ledger.enums import MessageSource
+from nexus.queueing.stream_log import START, STREAM_KEEP, STREAM_TTL_S, StreamEntry
 
 SIGNAL_TTL_S = 3_600  # a signal nobody took is stale after an hour; its input is durable
 
@@ -80,8 +81,34 @@ class RedisCoordination:
         return any(json.loads(item).get("extends_answer") for item in waiting)
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
-        payload = json.dumps({"type": event_type, "data": data}, default=str)
-        self._redis.publish(self._key("stream", session_id), payload)
+        # A Redis stream, not pub/sub: entries have ids and stay a while, so an SSE client
+        # that reconnects (to any API process) replays what it missed.
+        key = self._key("stream", session_id)
+        fields = {"type": event_type, "data": json.dumps(data, default=str)}
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)  # type: ignore[arg-type]
+        pipe.expire(key, STREAM_TTL_S)
+        pipe.execute()
+
+    def stream_tail(self, session_id: str) -> str:
+        newest: Any = self._redis.xrevrange(self._key("stream", session_id), count=1)
+        return _text(newest[0][0]) if newest else START
+
+    def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
+        key = self._key("stream", session_id)
+        found: Any = self._redis.xread({key: after}, block=max(block_ms, 1))
+        entries: list[StreamEntry] = []
+        for _key, items in found or []:
+            for entry_id, fields in items:
+                decoded = {_text(k): _text(v) for k, v in fields.items()}
+                entries.append(
+                    StreamEntry(_text(entry_id), decoded["type"], json.loads(decoded["data"]))
+                )
+        return entries
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _query(fields: dict[str, Any]) -> QueryMessage:

@@ -9,7 +9,18 @@ from fastapi.responses import JSONResponse
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
 from nexus.adapters.inbound.registry import build_adapters
-from nexus.api import agents, entities, events, hooks, inbound, routing, sessions, turns
+from nexus.api import (
+    agents,
+    entities,
+    events,
+    hooks,
+    inbound,
+    messages,
+    routing,
+    session_index,
+    sessions,
+    turns,
+)
 from nexus.api.auth import TokenCheck
 from nexus.api.errors import ApiError, api_error_handler, error_body, rejected_handler
 from nexus.api.state import AppState
@@ -18,6 +29,8 @@ from nexus.engine.factory import build_engine
 from nexus.engine.service import Engine
 from nexus.ids import Clock, now_ms
 from nexus.ingest.doorbell import Doorbell
+from nexus.ingest.router import QueuePolicy
+from nexus.queueing.coordination import Coordination, coordination_for
 from nexus.settings import Settings
 
 
@@ -34,6 +47,7 @@ def create_app(
     clock: Clock = now_ms,
     open_on_loopback: bool = False,
     engine: Engine | None = None,
+    coordination: Coordination | None = None,
 ) -> FastAPI:
     """An app bound to one database and doorbell (the entry point chooses both).
 
@@ -50,6 +64,8 @@ def create_app(
         clock=clock,
         tokens=TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback),
         engine=engine or build_engine(settings, database, doorbell=doorbell),
+        coordination=coordination or coordination_for(settings),
+        queueing=QueuePolicy(cap=settings.queue_cap, drop=settings.queue_drop_policy),
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
@@ -57,11 +73,15 @@ def create_app(
     app.include_router(inbound.router)
     app.include_router(events.router)
     app.include_router(entities.router)
+    app.include_router(session_index.router)
     app.include_router(sessions.router)
+    app.include_router(messages.router)
     app.include_router(agents.router)
     app.include_router(turns.router)
     app.include_router(routing.router)
     app.include_router(hooks.router)
+    # Last: GET /v1/sessions/{label} would otherwise swallow /v1/sessions/{label}/queue.
+    app.include_router(session_index.by_label)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

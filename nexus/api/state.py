@@ -10,6 +10,8 @@ from nexus.db import Database
 from nexus.engine.service import Engine
 from nexus.ids import Clock
 from nexus.ingest.doorbell import Doorbell
+from nexus.ingest.router import QueuePolicy
+from nexus.queueing.coordination import Coordination
 from nexus.settings import Settings
 
 
@@ -22,3 +24,6 @@ class AppState:
     clock: Clock
     tokens: TokenCheck
     engine: Engine
+    # Signals for a running turn (abort, steer) and the SSE stream's source.
+    coordination: Coordination
+    queueing: QueuePolicy

@@ -18,7 +18,14 @@ from nexus.engine.model import ModelPort
 from nexus.engine.permissions import from_persona
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
-from nexus.engine.stream import TURN_COMMITTED, NullPublisher, StreamPublisher
+from nexus.engine.stream import (
+    SESSION_COMPLETED,
+    SESSION_FAILED,
+    SESSION_STARTED,
+    TURN_COMMITTED,
+    NullPublisher,
+    StreamPublisher,
+)
 from nexus.engine.summarize import summarize, summary_request
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import Effect, ToolContext, ToolRegistry
@@ -151,7 +158,33 @@ class Engine:
         consumed: Sequence[ConsumedItem] = (),
         queue_mode: QueueMode | None = None,
     ) -> TurnOutcome:
-        """Answer `queries` in the session; `/compact …` as the only query compacts instead."""
+        """Answer `queries` in the session; `/compact …` as the only query compacts instead.
+
+        The stream tells watchers the session is busy (`session.started`) and then how it
+        ended (`session.completed`, or `session.failed` for a failed or fenced attempt)."""
+        self.publisher.publish(session_id, SESSION_STARTED, {"inputs": len(queries)})
+        outcome = self._answer(
+            session_id, queries, epoch=epoch, consumed=consumed, queue_mode=queue_mode
+        )
+        ended = outcome.status == "committed" and (
+            outcome.result is None or outcome.result.status != TurnStatus.FAILED
+        )
+        self.publisher.publish(
+            session_id,
+            SESSION_COMPLETED if ended else SESSION_FAILED,
+            {"turn_id": outcome.turn_id, "status": outcome.status},
+        )
+        return outcome
+
+    def _answer(
+        self,
+        session_id: str,
+        queries: Sequence[QueryMessage],
+        *,
+        epoch: int,
+        consumed: Sequence[ConsumedItem],
+        queue_mode: QueueMode | None,
+    ) -> TurnOutcome:
         manual = (
             compaction_policy.manual_compaction_request(queries[0].text)
             if len(queries) == 1

@@ -13,7 +13,7 @@ from nexus.engine.query import QueryMessage
 from nexus.ingest.doorbell import Doorbell
 from nexus.ingest.notices import drop_over_cap
 from nexus.ledger.enums import EventStatus, MessageSource, QueueMode, SessionOrigin
-from nexus.ledger.records import EventRecord, NewQueueItem, NewSession
+from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import NotFound
 from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
 from nexus.queueing.modes import arrival_action
@@ -121,19 +121,10 @@ def process_event(
     )
     # Precedence: the session's own setting, then the policy's, then the source's default.
     mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
-    # Routers for one session take turns from here to commit: two counting the queue at
-    # once for the cap would each see one item too many and drop the same one. Locked
-    # before the insert, whose foreign-key check would otherwise take a lock first.
-    uow.ledger.sessions.lock(session.id)
-    item_id, created = uow.ledger.queue.enqueue(
-        NewQueueItem(session_id=session.id, event_id=event_id, mode=mode, source=event.source)
+    item_id, _ = queue_into(
+        uow, session, event, mode, doorbell, arrivals=arrivals, queueing=queueing
     )
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
-    if created:
-        drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
-        uow.after_commit(partial(doorbell.session_has_work, session.id))
-        if arrivals is not None:
-            _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
     return Routed(
         event_id=event_id,
         disposition="queued",
@@ -141,6 +132,33 @@ def process_event(
         session_label=session.label,
         queue_item_id=item_id,
     )
+
+
+def queue_into(
+    uow: UnitOfWork,
+    session: SessionRecord,
+    event: EventRecord,
+    mode: QueueMode,
+    doorbell: Doorbell,
+    *,
+    arrivals: ArrivalSignals | None = None,
+    queueing: QueuePolicy = QueuePolicy(),
+) -> tuple[str, bool]:
+    """Queue `event` for `session` (once), apply the cap, ring the session after commit and
+    signal a running turn per the mode. Returns the item id and whether it is new."""
+    # Routers for one session take turns from here to commit: two counting the queue at
+    # once for the cap would each see one item too many and drop the same one. Locked
+    # before the insert, whose foreign-key check would otherwise take a lock first.
+    uow.ledger.sessions.lock(session.id)
+    item_id, created = uow.ledger.queue.enqueue(
+        NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
+    )
+    if created:
+        drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
+        uow.after_commit(partial(doorbell.session_has_work, session.id))
+        if arrivals is not None:
+            _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
+    return item_id, created
 
 
 def _signal_running_turn(

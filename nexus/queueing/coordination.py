@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher
+from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
+from nexus.settings import Settings
 
 
 class Lease(Protocol):
@@ -49,6 +51,14 @@ class Coordination(Protocol):
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None: ...
 
+    def stream_tail(self, session_id: str) -> str:
+        """The id of the session's newest stream event ("0-0" when there is none)."""
+        ...
+
+    def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
+        """Stream events after `after`, oldest first, waiting up to `block_ms` for one."""
+        ...
+
 
 @dataclass
 class _Held:
@@ -76,6 +86,7 @@ class InProcessCoordination:
 
     signals: InProcessSignals = field(default_factory=InProcessSignals)
     stream: RecordingPublisher = field(default_factory=RecordingPublisher)
+    log: InProcessStreamLog = field(default_factory=InProcessStreamLog)
     _held: dict[str, _Held] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -124,6 +135,23 @@ class InProcessCoordination:
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
         self.stream.publish(session_id, event_type, data)
+        self.log.append(session_id, event_type, data)
+
+    def stream_tail(self, session_id: str) -> str:
+        return self.log.tail(session_id)
+
+    def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
+        return self.log.read(session_id, after, block_ms=block_ms)
+
+
+def coordination_for(settings: Settings) -> Coordination:
+    """Redis when configured (every process shares it); otherwise this process's own."""
+    if settings.redis_url is None:
+        return InProcessCoordination()
+    from nexus.adapters.redis_coordination import RedisCoordination
+
+    prefix = settings.broker_prefix or "nexus:"
+    return RedisCoordination.from_url(settings.redis_url, prefix=prefix)
 
 
 class KeepAlive:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -88,3 +89,40 @@ def test_steering_messages_are_taken_once_in_order(coordination: Coordination) -
 
 def test_publishing_never_raises(coordination: Coordination) -> None:
     coordination.publish("s1", "message.delta", {"text": "hi"})
+
+
+def test_the_stream_keeps_events_with_ids_for_a_reconnect(coordination: Coordination) -> None:
+    start = coordination.stream_tail("s1")
+    coordination.publish("s1", "session.started", {"turn": 1})
+    coordination.publish("s1", "message.delta", {"text": "hel"})
+    coordination.publish("s2", "message.delta", {"text": "other session"})
+    coordination.publish("s1", "turn.committed", {"turn_id": "t1"})
+    seen = coordination.read_stream("s1", start, block_ms=100)
+    assert [(e.type, e.data) for e in seen] == [
+        ("session.started", {"turn": 1}),
+        ("message.delta", {"text": "hel"}),
+        ("turn.committed", {"turn_id": "t1"}),
+    ]
+    # Reconnecting with the id of the first event replays exactly the rest, in order.
+    replayed = coordination.read_stream("s1", seen[0].id, block_ms=100)
+    assert [e.id for e in replayed] == [e.id for e in seen[1:]]
+    assert coordination.stream_tail("s1") == seen[-1].id
+    assert coordination.read_stream("s1", seen[-1].id, block_ms=50) == []  # waits, then none
+
+
+def test_a_reader_waiting_on_the_stream_wakes_for_a_new_event(
+    coordination: Coordination,
+) -> None:
+    start = coordination.stream_tail("s9")
+    found: list[list[str]] = []
+    reader = threading.Thread(
+        target=lambda: found.append(
+            [e.type for e in coordination.read_stream("s9", start, block_ms=5_000)]
+        )
+    )
+    reader.start()
+    time.sleep(0.2)
+    began = time.monotonic()
+    coordination.publish("s9", "session.started", {})
+    reader.join(timeout=5)
+    assert found == [["session.started"]] and time.monotonic() - began < 2

@@ -150,6 +150,17 @@ class SessionRepository:
                 raise
             return raced
 
+    def page(
+        self, *, after_label: str | None, limit: int, persona_id: str | None = None
+    ) -> list[SessionRecord]:
+        """Up to `limit` sessions in label order, after `after_label` (a keyset page)."""
+        query = select(*columns_for(sessions, SessionRecord)).order_by(sessions.c.label)
+        if after_label is not None:
+            query = query.where(sessions.c.label > after_label)
+        if persona_id is not None:
+            query = query.where(sessions.c.persona_id == persona_id)
+        return [to_record(SessionRecord, row) for row in self._conn.execute(query.limit(limit))]
+
     def lock(self, session_id: str) -> None:
         """Hold the session's row until the transaction ends: decisions over its whole queue
         (the cap) are made one at a time, however many routers run (SQLite: always).

@@ -1,0 +1,66 @@
+"""Messages addressed to a session by label (the API, the CLI): stored as events like any
+platform message, queued by the same path as the router's, with the same cap and signals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nexus.db import UnitOfWork
+from nexus.ids import new_id
+from nexus.ingest.doorbell import Doorbell
+from nexus.ingest.router import QUEUED, ArrivalSignals, QueuePolicy, default_queue_mode, queue_into
+from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
+from nexus.ledger.records import EventDraft, NewSession, SessionRecord
+
+API_ADAPTER = "api"
+DEFAULT_PERSONA = "atlas"
+
+
+@dataclass(frozen=True)
+class Queued:
+    event_id: str
+    queue_item_id: str
+    session: SessionRecord
+    mode: QueueMode
+
+
+def send_to_session(
+    uow: UnitOfWork,
+    label: str,
+    text: str,
+    doorbell: Doorbell,
+    *,
+    persona: str | None = None,
+    mode: QueueMode | None = None,
+    source: MessageSource = MessageSource.HUMAN,
+    arrivals: ArrivalSignals | None = None,
+    queueing: QueuePolicy | None = None,
+) -> Queued:
+    """Queue `text` to the session `label` (aliases followed; created when missing, with
+    `persona` or the default persona). The caller commits; the doorbell rings after."""
+    session = uow.ledger.sessions.resolve(label)
+    if session is None:
+        agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
+        session = uow.ledger.sessions.ensure(
+            NewSession(label=label, persona_id=agent.id, origin=SessionOrigin.USER)
+        )
+    event_id = f"{API_ADAPTER}:{new_id()}"
+    uow.ledger.events.insert(
+        EventDraft(
+            id=event_id,
+            adapter=API_ADAPTER,
+            platform=API_ADAPTER,
+            source=source,
+            text=text,
+            occurred_at=uow.ledger.clock(),
+        )
+    )
+    uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
+    # Precedence: the request, then the session's own setting, then the source's default.
+    chosen = mode or session.queue_mode or default_queue_mode(source)
+    event = uow.ledger.events.get(event_id)
+    assert event is not None  # inserted just above, in this transaction
+    item_id, _ = queue_into(
+        uow, session, event, chosen, doorbell, arrivals=arrivals, queueing=queueing or QueuePolicy()
+    )
+    return Queued(event_id=event_id, queue_item_id=item_id, session=session, mode=chosen)

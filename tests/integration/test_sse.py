@@ -1,0 +1,114 @@
+"""The SSE stream on a real server: one turn's events in order, and a reconnect with
+Last-Event-ID that replays exactly what was missed."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from nexus.api.app import create_app
+from nexus.db import Database
+from nexus.engine.scripted import Say
+from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.settings import Settings
+from tests.contract.engine_support import Rig, build_rig
+from tests.support import FakeClock
+
+AUTH = {"Authorization": "Bearer tok"}
+Event = tuple[str, str]  # (id, event name)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def served(database: Database, clock: FakeClock) -> Iterator[tuple[str, Rig]]:
+    """A real uvicorn server whose engine publishes to the coordination the API reads."""
+    coordination = InProcessCoordination()
+    rig = build_rig(database, clock)
+    rig.engine.publisher = coordination
+    app = create_app(
+        Settings(api_tokens="tok"), database, RecordingDoorbell(),
+        engine=rig.engine, coordination=coordination,
+    )  # fmt: skip
+    port = _free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", rig
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _listen(url: str, until: str, found: list[Event], headers: dict[str, str]) -> None:
+    with (
+        httpx.Client(timeout=20) as client,
+        client.stream("GET", url, headers={**AUTH, **headers}) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event_id = name = ""
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("event: "):
+                name = line[7:]
+            elif line == "" and name:
+                found.append((event_id, name))
+                if name == until:
+                    return
+                name = ""
+
+
+def test_a_turn_streams_in_order_and_a_reconnect_replays_the_rest(
+    served: tuple[str, Rig],
+) -> None:
+    base, rig = served
+    session = rig.session("dm:sse")
+    stream = f"{base}/v1/sessions/dm:sse/stream"
+    live: list[Event] = []
+    listener = threading.Thread(target=_listen, args=(stream, "session.completed", live, {}))
+    listener.start()
+    time.sleep(0.5)  # connected before the turn starts
+    rig.model.push(Say("one two three four"))
+    outcome = rig.say(session.id, "count for me")
+    listener.join(timeout=20)
+    assert outcome.status == "committed"
+    names = [name for _, name in live]
+    assert names[0] == "session.started"
+    assert names.count("message.delta") >= 2
+    committed = names.index("turn.committed")
+    assert names.index("message.delta") < committed < names.index("session.completed")
+    ids = [event_id for event_id, _ in live]
+    assert len(set(ids)) == len(ids)  # every event has its own id
+
+    # The client dropped after the first delta: reconnecting replays exactly the rest.
+    first_delta = names.index("message.delta")
+    replayed: list[Event] = []
+    _listen(stream, "session.completed", replayed, {"Last-Event-ID": ids[first_delta]})
+    assert replayed == live[first_delta + 1 :]
+
+
+def test_a_stream_for_an_unknown_session_is_404(served: tuple[str, Rig]) -> None:
+    base, _ = served
+    answer = httpx.get(f"{base}/v1/sessions/nobody/stream", headers=AUTH, timeout=10)
+    assert answer.status_code == 404 and "no session" in answer.json()["error"]["message"]
