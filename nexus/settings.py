@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     policies: str | None = None
     hooks_dir: str = "./hooks"
     api_tokens: SecretStr | None = None
+    # Where the CLI finds a running Nexus (`nexus send`, `nexus sessions`), and its token.
+    api_url: str = "http://127.0.0.1:8000"
+    api_token: SecretStr | None = None
 
     telegram_secret_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None

@@ -24,6 +24,11 @@ bootstrap_venv() {
   local stamp="$VENV/.nexus-installed-$extra"
   local want
   want="$(sha256sum "$NEXUS_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  # The dev install is a superset of the plain one: no second install over it.
+  if [ -z "$extra" ] && [ -f "$VENV/.nexus-installed-dev" ] \
+      && [ "$(cat "$VENV/.nexus-installed-dev")" = "$want" ]; then
+    return 0
+  fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     say "installing Nexus ${extra:+with [$extra] }into the virtualenv"
     local log="$VENV/pip-install.log"

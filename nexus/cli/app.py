@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import typer
 from pydantic import ValidationError
@@ -22,6 +23,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema: migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+hooks_app = typer.Typer(help="Hooks: list them, or dry-run one on an event.")
+app.add_typer(hooks_app, name="hooks")
 
 console = Console()
 errors = Console(stderr=True)
@@ -188,6 +191,88 @@ def tree_command(
     from nexus.cli.conversation import tree
 
     tree(_settings(), session, as_json=as_json)
+
+
+@app.command()
+def dev(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+) -> None:
+    """Run everything in one process: API, a worker and the timer (SQLite, no Redis)."""
+    from nexus.cli.dev import run_dev
+
+    settings = _settings()
+    if not settings.embedded:
+        errors.print(
+            "[red]NEXUS_REDIS_URL is set[/red]: `nexus dev` is the embedded mode. For the "
+            "distributed one run `nexus api`, `nexus worker` and `nexus beat`."
+        )
+        raise typer.Exit(2)
+    run_dev(settings, host=host, port=port, console=console)
+
+
+@app.command()
+def send(
+    session: str = typer.Argument(..., help="Session label (created when new)."),
+    text: str = typer.Argument(..., help="The message."),
+    persona: str | None = typer.Option(None, "--persona", help="Persona of a new session."),
+    mode: str | None = typer.Option(None, "--mode", help="Queue mode for this message."),
+    wait: bool = typer.Option(False, "--wait", help="Print the answer when it commits."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds --wait waits."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Queue TEXT to SESSION through the running Nexus (NEXUS_API_URL)."""
+    from nexus.cli.remote import send as send_message
+
+    send_message(
+        _settings(), session, text, persona=persona, mode=mode, wait=wait,
+        timeout_s=timeout, as_json=as_json,
+    )  # fmt: skip
+
+
+@app.command()
+def sessions(
+    persona: str | None = typer.Option(None, "--persona", help="Only this persona's."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List sessions."""
+    from nexus.cli.remote import sessions as list_sessions
+
+    list_sessions(_settings(), persona=persona, as_json=as_json)
+
+
+@app.command()
+def session(
+    label: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one session."""
+    from nexus.cli.remote import session as show_session
+
+    show_session(_settings(), label, as_json=as_json)
+
+
+@hooks_app.callback(invoke_without_command=True)
+def hooks_list(
+    context: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List hooks with their breaker state."""
+    if context.invoked_subcommand is None:
+        from nexus.cli.hooks import list_hooks
+
+        list_hooks(_settings(), as_json=as_json)
+
+
+@hooks_app.command("test")
+def hooks_test(
+    name: str = typer.Argument(..., help="The hook's name."),
+    event_file: Path = typer.Argument(..., help="A JSON event (fields of an events row)."),
+) -> None:
+    """Dry-run one hook on an event: what it decides, with nothing written."""
+    from nexus.cli.hooks import test_hook
+
+    test_hook(_settings(), name, event_file)
 
 
 def main() -> None:

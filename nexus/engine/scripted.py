@@ -139,7 +139,9 @@ def _message_texts(message: dict[str, Any]) -> list[str]:
 
 def _plain(request: ModelRequest) -> str:
     last = request.messages[-1] if request.messages else {"content": []}
-    said = " ".join(_message_texts(last)).strip()
+    # The event-context block (time, platform, sender) is for a real model; echo the words.
+    words = [text for text in _message_texts(last) if not text.startswith("[event] ")]
+    said = " ".join(words).strip()
     return f"{SCRIPTED_NOTICE} You said: {said}" if said else SCRIPTED_NOTICE
 
 

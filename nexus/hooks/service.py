@@ -63,6 +63,29 @@ class HookRunner:
             uow.commit()
         return moved
 
+    def dry_run(self, name: str, event: EventRecord) -> tuple[Invocation, dict[str, Any] | None]:
+        """Evaluate one hook on `event` under its timeout, and change nothing: no invocation
+        row, no breaker, no state, no firing (`nexus hooks test`). Returns the invocation
+        and its result as JSON."""
+        hook = next((h for h in self.hooks if h.meta.name == name), None)
+        if hook is None:
+            known = ", ".join(sorted(h.meta.name for h in self.hooks)) or "none"
+            raise KeyError(f"no hook named {name!r} (loaded: {known})")
+        with self.database.unit_of_work() as uow:
+            row = uow.ledger.hooks.get(name)
+        state = dict(row.state) if row is not None else {}
+        context = HookContext(
+            event=event,
+            now_ms=self.clock(),
+            minute_ms=_timer_minute(event),
+            state=state,
+            search_events=self._search,
+            recent_events=self._recent,
+            llm=self._llm,
+        )
+        [invocation] = evaluate_all([hook], lambda _: context, now_ms=self.clock)
+        return invocation, _as_json(invocation.result)
+
     def run(self, event_id: str) -> list[Invocation]:
         with self.database.unit_of_work() as uow:
             event = uow.ledger.events.get(event_id)

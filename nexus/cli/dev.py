@@ -1,0 +1,99 @@
+"""`nexus dev`: the embedded mode — API, a Celery worker and the timer in one process.
+
+SQLite under ./.nexus/, Celery's in-process `memory://` transport, in-process coordination
+(one object shared by the API and the worker, so abort, steer and the SSE stream work), the
+scripted model unless an API key is set. Nothing here is needed in the distributed mode.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from nexus.settings import Settings
+
+TICK_SECONDS = 60.0
+WORKER_THREADS = 4
+QUEUES = ("events", "sessions", "delivery", "hooks", "timer")
+
+
+@dataclass
+class Embedded:
+    """The running pieces, so a caller (or a test) can stop them."""
+
+    worker: Any
+    worker_thread: threading.Thread
+    timer_stop: threading.Event
+
+    def stop(self) -> None:
+        self.timer_stop.set()
+        with suppress(Exception):  # already stopping: nothing more to do
+            self.worker.stop(in_sighandler=False)
+
+
+def start_embedded(settings: Settings) -> tuple[Any, Embedded]:
+    """Migrate, start the worker thread and the timer; returns the API app to serve."""
+    from celery.worker import WorkController
+
+    from nexus.api.app import create_app
+    from nexus.db.migrate import upgrade
+    from workers.doorbell import CeleryDoorbell
+    from workers.main import app as celery_app
+    from workers.main import runtime
+
+    upgrade(settings.database_url)
+    worker = WorkController(
+        app=celery_app,
+        hostname="nexus-dev@localhost",
+        pool_cls="threads",
+        concurrency=WORKER_THREADS,
+        queues=list(QUEUES),
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        loglevel="WARNING",
+    )
+    worker_thread = threading.Thread(target=worker.start, name="nexus-worker", daemon=True)
+    worker_thread.start()
+    timer_stop = threading.Event()
+    threading.Thread(
+        target=_tick_every_minute, args=(celery_app, timer_stop), name="nexus-timer", daemon=True
+    ).start()
+    api = create_app(
+        settings,
+        runtime.database,
+        CeleryDoorbell(celery_app),
+        open_on_loopback=True,  # no tokens needed from this machine; nobody else gets in
+        coordination=runtime.coordination,  # the worker's own: abort and the stream work
+    )
+    return api, Embedded(worker, worker_thread, timer_stop)
+
+
+def _tick_every_minute(celery_app: Any, stop: threading.Event) -> None:
+    """What `nexus beat` does in the distributed mode: ring the timer every 60 s."""
+    while not stop.wait(TICK_SECONDS):
+        celery_app.send_task("nexus.timer.tick")
+
+
+def run_dev(settings: Settings, *, host: str, port: int, console: Console) -> None:
+    import uvicorn
+
+    api, embedded = start_embedded(settings)
+    url = f"http://{host}:{port}"
+    model = settings.default_model
+    console.print(
+        f"[bold]Nexus[/bold] is running at [link={url}]{url}[/link] (API docs: {url}/docs)"
+    )
+    console.print(f"  ledger {settings.database_url} · model {model} · embedded worker and timer")
+    console.print("Try, in another terminal:")
+    console.print('  nexus send main "hello" --wait')
+    console.print("  nexus tree main")
+    console.print(f"  curl -N {url}/v1/sessions/main/stream")
+    try:
+        uvicorn.run(api, host=host, port=port, log_level="warning")
+    finally:
+        embedded.stop()

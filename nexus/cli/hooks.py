@@ -1,0 +1,111 @@
+"""`nexus hooks`: the hooks with their breakers, and a dry run of one hook on an event file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from nexus.db import Database
+from nexus.ledger.records import EventRecord
+from nexus.settings import Settings
+
+console = Console()
+errors = Console(stderr=True)
+
+# What an event file may leave out: a dry run needs an event, not a stored one.
+_EVENT_DEFAULTS: dict[str, Any] = {
+    "id": "dry-run:1", "adapter": "webhook", "platform": "webhook", "kind": "message",
+    "direction": "inbound", "source": None, "space": None, "sender_id": None,
+    "sender_name": None, "contact_id": None, "container_kind": None, "container_id": None,
+    "platform_thread_id": None, "text": None, "reply_to": None, "message_id": None,
+    "occurred_at": 0, "received_at": 0, "status": "received", "disposition": None,
+    "disposition_detail": None,
+}  # fmt: skip
+
+
+def list_hooks(settings: Settings, *, as_json: bool) -> None:
+    database = Database(settings.database_url)
+    try:
+        with database.unit_of_work() as uow:
+            rows = uow.ledger.hooks.all()
+    finally:
+        database.dispose()
+    if as_json:
+        console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
+        return
+    if not rows:
+        console.print(f"no hooks yet (a worker loads them from {settings.hooks_dir})")
+        return
+    table = Table("name", "mode", "schedule", "enabled", "breaker", "errors", "description")
+    for row in rows:
+        table.add_row(
+            row.name, row.mode, row.schedule or "—", "yes" if row.enabled else "no",
+            row.breaker_state, str(row.consecutive_errors), row.description,
+        )  # fmt: skip
+    console.print(table)
+
+
+def read_event(path: Path) -> EventRecord:
+    try:
+        given = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        errors.print(f"[red]cannot read {path}[/red]: {error}")
+        raise typer.Exit(2) from error
+    if not isinstance(given, dict):
+        errors.print(f"[red]{path}[/red] must hold one JSON object (an event)")
+        raise typer.Exit(2)
+    try:
+        return EventRecord.model_validate({**_EVENT_DEFAULTS, **given})
+    except ValidationError as error:
+        errors.print(f"[red]{path} is not an event[/red]: {error}")
+        raise typer.Exit(2) from error
+
+
+def test_hook(settings: Settings, name: str, event_file: Path) -> None:
+    """Evaluate NAME on the event and print what it decided; nothing is written."""
+    from nexus.engine.factory import ModelCatalog
+    from nexus.hooks.loader import load_hooks
+    from nexus.hooks.service import HookRunner
+    from nexus.ingest.doorbell import DeferredDoorbell
+
+    event = read_event(event_file)
+    report = load_hooks(settings.hooks_dir)
+    for problem in report.problems:
+        errors.print(f"[yellow]not loaded[/yellow]: {problem}")
+    catalog = ModelCatalog(settings)
+    database = Database(settings.database_url)
+    runner = HookRunner(
+        database=database,
+        hooks=report.hooks,
+        doorbell=DeferredDoorbell(),
+        llm_port=lambda: catalog(settings.default_model),
+        llm_model=settings.default_model,
+    )
+    try:
+        invocation, result = runner.dry_run(name, event)
+    except KeyError as error:
+        errors.print(f"[red]{error.args[0]}[/red]")
+        raise typer.Exit(1) from error
+    finally:
+        database.dispose()
+    console.print_json(
+        json.dumps(
+            {
+                "hook": name,
+                "fired": invocation.fired,
+                "latency_ms": invocation.latency_ms,
+                "error": invocation.error,
+                "result": result,
+                "state_after": invocation.state,
+            },
+            default=str,
+        )
+    )
+    if invocation.error is not None:
+        raise typer.Exit(1)

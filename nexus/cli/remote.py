@@ -1,0 +1,136 @@
+"""CLI commands that talk to a running Nexus over its HTTP API (`nexus send`, `sessions`).
+
+They go through the API rather than the database so that the worker behind it hears the
+doorbell at once, whichever mode it runs in (the embedded `memory://` broker lives inside
+the `nexus dev` process and cannot be reached from another one).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from typing import Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nexus.settings import Settings
+
+console = Console()
+errors = Console(stderr=True)
+POLL_SECONDS = 0.2
+
+
+def _client(settings: Settings) -> httpx.Client:
+    headers = {}
+    if settings.api_token is not None:
+        headers["Authorization"] = f"Bearer {settings.api_token.get_secret_value()}"
+    return httpx.Client(base_url=settings.api_url.rstrip("/"), headers=headers, timeout=30.0)
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    try:
+        response = client.request(method, path, **kwargs)
+    except httpx.HTTPError as error:
+        errors.print(
+            f"[red]cannot reach Nexus at {client.base_url}[/red]: {error}\n"
+            "Start it with `nexus dev` (or `nexus api`), or set NEXUS_API_URL."
+        )
+        raise typer.Exit(1) from error
+    if response.status_code >= 400:
+        try:
+            detail = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            detail = response.text
+        errors.print(f"[red]{response.status_code}[/red]: {detail}")
+        raise typer.Exit(1)
+    return response.json()
+
+
+def send(
+    settings: Settings,
+    label: str,
+    text: str,
+    *,
+    persona: str | None,
+    mode: str | None,
+    wait: bool,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    body: dict[str, Any] = {"content": text}
+    if persona:
+        body["persona"] = persona
+    if mode:
+        body["mode"] = mode
+    with _client(settings) as client:
+        queued = _call(client, "POST", f"/v1/sessions/{label}/messages", json=body)
+        if not wait:
+            _print(queued, as_json, f"queued as {queued['queue_item_id']}")
+            return
+        answer = _wait_for_answer(client, label, queued["queue_item_id"], timeout_s)
+    _print(answer, as_json, answer.get("text") or f"(turn {answer['turn_id']}: no text)")
+
+
+def _wait_for_answer(
+    client: httpx.Client, label: str, item_id: str, timeout_s: float
+) -> dict[str, Any]:
+    """Poll the queue until the item has a disposition, then read the turn that took it."""
+    deadline = time.monotonic() + timeout_s
+    # A spinner on a terminal; nothing on a pipe, where it would only be noise.
+    status = console.status("waiting for the answer…") if console.is_terminal else nullcontext()
+    with status:
+        while time.monotonic() < deadline:
+            queue = _call(client, "GET", f"/v1/sessions/{label}/queue")
+            item = next((i for i in queue["items"] if i["id"] == item_id), None)
+            if item is not None and item["disposition"] is not None:
+                turn_id = item["consumed_by_turn_id"]
+                if turn_id is None:
+                    errors.print(f"not answered: {item['disposition']} ({item['detail']})")
+                    raise typer.Exit(1)
+                turn = _call(client, "GET", f"/v1/turns/{turn_id}")
+                texts = [
+                    m["content"].get("text", "")
+                    for m in turn["messages"]
+                    if m["role"] == "assistant" and not m["content"].get("partial")
+                ]
+                return {"turn_id": turn_id, "text": texts[-1] if texts else None}
+            time.sleep(POLL_SECONDS)
+    errors.print(f"no answer within {timeout_s:.0f} s; the message stays queued ({item_id})")
+    raise typer.Exit(1)
+
+
+def sessions(settings: Settings, *, persona: str | None, as_json: bool) -> None:
+    params = {"persona": persona} if persona else {}
+    with _client(settings) as client:
+        found = _call(client, "GET", "/v1/sessions", params=params)
+    if as_json:
+        console.print_json(json.dumps(found))
+        return
+    table = Table("label", "persona", "head", "origin", "queue mode")
+    for item in found["items"]:
+        table.add_row(
+            item["label"], item["persona"], item["thread_id"] or "—", item["origin"],
+            item["queue_mode"] or "default",
+        )  # fmt: skip
+    console.print(table)
+
+
+def session(settings: Settings, label: str, *, as_json: bool) -> None:
+    with _client(settings) as client:
+        found = _call(client, "GET", f"/v1/sessions/{label}")
+    if as_json:
+        console.print_json(json.dumps(found))
+        return
+    for key, value in found.items():
+        console.print(f"[bold]{key}[/bold]: {value}")
+
+
+def _print(value: dict[str, Any], as_json: bool, text: str) -> None:
+    if as_json:
+        console.print_json(json.dumps(value))
+    else:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)

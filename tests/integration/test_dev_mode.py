@@ -1,0 +1,119 @@
+"""`nexus dev` as a user meets it: a subprocess in a fresh directory, then the CLI against it;
+and the README's run command, followed literally in a fresh copy of the tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NEXUS = Path(sys.prefix) / "bin" / "nexus"
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _clean_environment(port: int) -> dict[str, str]:
+    """A user's shell: none of the test run's Nexus settings, the CLI pointed at the port."""
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "ANTHROPIC_"))}
+    return {**keep, "NEXUS_API_URL": f"http://127.0.0.1:{port}", "NO_COLOR": "1"}
+
+
+@contextmanager
+def _running(command: list[str], cwd: Path, environment: dict[str, str]) -> Iterator[Path]:
+    log = cwd / "nexus-dev.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=out, stderr=out)
+        try:
+            deadline = time.monotonic() + 180  # the README's command may install first
+            while "is running at" not in log.read_text(errors="replace"):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"nexus dev did not start:\n{log.read_text()}")
+                time.sleep(0.2)
+            yield log
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _nexus(cwd: Path, environment: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [str(NEXUS), *args], cwd=cwd, env=environment, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"nexus {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
+    port = _free_port()
+    environment = _clean_environment(port)
+    with _running([str(NEXUS), "dev", "--port", str(port)], tmp_path, environment) as log:
+        assert f"http://127.0.0.1:{port}" in log.read_text()
+        answer = _nexus(tmp_path, environment, "send", "main", "hello", "--wait")
+        assert "You said: hello" in answer and "scripted model" in answer
+        tree = json.loads(_nexus(tmp_path, environment, "tree", "main", "--json"))
+        [first] = [turn["id"] for turn in tree["turns"]]
+        assert "forked alt" in _nexus(tmp_path, environment, "fork", first, "--label", "alt")
+        _nexus(tmp_path, environment, "send", "alt", "and on the branch?", "--wait")
+        assert "compacted" in _nexus(tmp_path, environment, "compact", "main")
+        shown = _nexus(tmp_path, environment, "tree", "main")
+        assert "compaction" in shown and "fork alt" in shown
+        listed = json.loads(_nexus(tmp_path, environment, "sessions", "--json"))
+        assert {s["label"] for s in listed["items"]} == {"main", "alt"}
+    assert (tmp_path / ".nexus" / "nexus.db").exists()  # the ledger lives where it ran
+
+
+def _readme_run_command() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Run it", 1)[1].split("\n## ", 1)[0]
+    found = re.search(r"```sh\n(.+?)\n```", section, flags=re.DOTALL)
+    assert found is not None, "the README's Run it section has no sh block"
+    return found.group(1).strip()
+
+
+def _fresh_copy(destination: Path) -> Path:
+    """The tree as a clone of it would have it (tracked and new files, nothing ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+def test_following_the_readme_runs_nexus_and_it_answers(tmp_path: Path) -> None:
+    command = _readme_run_command()
+    assert command == "./scripts/dev"
+    clone = _fresh_copy(tmp_path / "nexus")
+    port = _free_port()
+    # The virtualenv this suite runs in stands in for the one the script would create, so
+    # the test does not spend minutes installing (the script checks it is up to date).
+    environment = {**_clean_environment(port), "NEXUS_VENV": sys.prefix}
+    with _running(["bash", "-c", f"{command} --port {port}"], clone, environment):
+        answer = _nexus(tmp_path, environment, "send", "main", "hi from the README", "--wait")
+    assert "You said: hi from the README" in answer
+    assert (clone / ".nexus" / "nexus.db").exists()
