@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, String, bindparam, func, insert, select, update
+from sqlalchemy import Connection, String, bindparam, func, insert, select, true, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import (
@@ -52,14 +52,59 @@ _SWING_HEAD = (
     .values(thread_id=bindparam("b_new_head"), updated_at=bindparam("b_now"))
     .returning(sessions.c.persona_id)
 )
-# On Postgres the turn, its pointer-history row and its thread row go in one statement
-# (data-modifying CTEs; foreign keys are checked at the end of the statement): one round
-# trip instead of three on the path every turn takes. SQLite runs the three statements
-# in-process, where round trips cost nothing.
 _TURN_COLUMNS = [column.name for column in turns.c]
+
+_READ_HEAD = select(sessions.c.thread_id, sessions.c.epoch).where(
+    sessions.c.id == bindparam("session_id")
+)
+_INSERT_TURN = insert(turns)
+_INSERT_MESSAGES = insert(messages)
+_INSERT_TOOL_CALLS = insert(tool_calls)
+_INSERT_COMPACTION = insert(compactions)
+_INSERT_HISTORY = insert(history)
+_INSERT_ROOT_THREAD = insert(threads)
+_parent = threads.alias("parent")
+# A child's thread row is derived from its parent's inside the database: one round trip and
+# no window for a stale read. A compaction turn anchors itself; others inherit the anchor.
+_THREAD_COLUMNS = [
+    "turn_id",
+    "parent_turn_id",
+    "session_id",
+    "persona_id",
+    "depth",
+    "total_tokens",
+    "anchor_turn_id",
+    "created_at",
+]
+_INSERT_CHILD_THREAD = insert(threads).from_select(
+    _THREAD_COLUMNS,
+    select(
+        bindparam("turn_id", type_=String),
+        _parent.c.turn_id,
+        bindparam("session_id", type_=String),
+        bindparam("persona_id", type_=String),
+        _parent.c.depth + 1,
+        _parent.c.total_tokens + bindparam("tokens", type_=threads.c.total_tokens.type),
+        func.coalesce(bindparam("own_anchor", type_=String), _parent.c.anchor_turn_id),
+        bindparam("now", type_=threads.c.created_at.type),
+    ).where(_parent.c.turn_id == bindparam("parent_turn_id")),
+)
+
+
+# On Postgres a child turn (the path nearly every turn takes) is one statement: the
+# compare-and-set, the turn, its pointer-history row and its thread row, as data-modifying
+# CTEs (foreign keys are checked at the end of the statement). Every insert selects FROM
+# the CAS's returned row, so a fenced attempt writes nothing at all. SQLite runs separate
+# statements in-process, where round trips cost nothing.
+_swing = _SWING_HEAD.cte("swing")
 _new_turn = (
     insert(turns)
-    .values({name: bindparam(f"t_{name}", type_=turns.c[name].type) for name in _TURN_COLUMNS})
+    .from_select(
+        _TURN_COLUMNS,
+        select(
+            *(bindparam(f"t_{name}", type_=turns.c[name].type) for name in _TURN_COLUMNS)
+        ).select_from(_swing),
+    )
     .returning(turns.c.id)
     .cte("new_turn")
 )
@@ -79,44 +124,25 @@ _pointer_moved = (
     )
     .cte("pointer_moved")
 )
-
-_READ_HEAD = select(sessions.c.thread_id, sessions.c.epoch).where(
-    sessions.c.id == bindparam("session_id")
+_CAS_AND_CHILD = (
+    insert(threads)
+    .from_select(
+        _THREAD_COLUMNS,
+        select(
+            bindparam("c_turn_id", type_=String),
+            _parent.c.turn_id,
+            bindparam("c_session_id", type_=String),
+            _swing.c.persona_id,
+            _parent.c.depth + 1,
+            _parent.c.total_tokens + bindparam("c_tokens", type_=threads.c.total_tokens.type),
+            func.coalesce(bindparam("c_own_anchor", type_=String), _parent.c.anchor_turn_id),
+            bindparam("c_now", type_=threads.c.created_at.type),
+        )
+        .select_from(_parent.join(_swing, true()))
+        .where(_parent.c.turn_id == bindparam("c_parent_turn_id", type_=String)),
+    )
+    .add_cte(_swing, _new_turn, _pointer_moved)
 )
-_INSERT_TURN = insert(turns)
-_INSERT_MESSAGES = insert(messages)
-_INSERT_TOOL_CALLS = insert(tool_calls)
-_INSERT_COMPACTION = insert(compactions)
-_INSERT_HISTORY = insert(history)
-_INSERT_ROOT_THREAD = insert(threads)
-_parent = threads.alias("parent")
-# A child's thread row is derived from its parent's inside the database: one round trip and
-# no window for a stale read. A compaction turn anchors itself; others inherit the anchor.
-_INSERT_CHILD_THREAD = insert(threads).from_select(
-    [
-        "turn_id",
-        "parent_turn_id",
-        "session_id",
-        "persona_id",
-        "depth",
-        "total_tokens",
-        "anchor_turn_id",
-        "created_at",
-    ],
-    select(
-        bindparam("turn_id", type_=String),
-        _parent.c.turn_id,
-        bindparam("session_id", type_=String),
-        bindparam("persona_id", type_=String),
-        _parent.c.depth + 1,
-        _parent.c.total_tokens + bindparam("tokens", type_=threads.c.total_tokens.type),
-        func.coalesce(bindparam("own_anchor", type_=String), _parent.c.anchor_turn_id),
-        bindparam("now", type_=threads.c.created_at.type),
-    ).where(_parent.c.turn_id == bindparam("parent_turn_id")),
-)
-
-
-_FUSED_CHILD = _INSERT_CHILD_THREAD.add_cte(_new_turn, _pointer_moved)
 
 
 class TurnRepository:
@@ -142,6 +168,12 @@ class TurnRepository:
             raise ValueError("a compaction turn needs compaction metadata, and only it may have it")
 
         now = self._clock()
+        if self._conn.dialect.name == "postgresql" and draft.parent_turn_id is not None:
+            if self._conn.execute(_CAS_AND_CHILD, self._fused_params(draft, epoch, now)).rowcount:
+                self._insert_turn_children(draft, now)
+                self._consume_items(draft, now)
+                return CommitOutcome(status="committed", turn_id=draft.id)
+            return self._fenced_or_orphaned(draft, epoch)
         persona_id = self._conn.execute(
             _SWING_HEAD,
             {
@@ -154,12 +186,9 @@ class TurnRepository:
         ).scalar_one_or_none()
         if persona_id is None:
             return self._fenced(draft, epoch)
-        if self._conn.dialect.name == "postgresql" and draft.parent_turn_id is not None:
-            self._insert_fused(draft, epoch, persona_id, now)
-        else:
-            self._insert_turn_row(draft, epoch, now)
-            self._insert_thread(draft, persona_id, now)
-            self._insert_history(draft, epoch, now)
+        self._insert_turn_row(draft, epoch, now)
+        self._insert_thread(draft, persona_id, now)
+        self._insert_history(draft, epoch, now)
         self._insert_turn_children(draft, now)
         self._consume_items(draft, now)
         return CommitOutcome(status="committed", turn_id=draft.id)
@@ -177,6 +206,14 @@ class TurnRepository:
                 "changed_at": now,
             },
         )
+
+    def _fenced_or_orphaned(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
+        """No thread row was written: a fence, unless the CAS did pass and only the parent's
+        thread row was missing, which is corruption to refuse (the caller rolls back)."""
+        current = self._conn.execute(_READ_HEAD, {"session_id": draft.session_id}).one_or_none()
+        if current is not None and current.thread_id == draft.id and current.epoch == epoch:
+            raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
+        return self._fenced(draft, epoch)
 
     def _fenced(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
         current = self._conn.execute(_READ_HEAD, {"session_id": draft.session_id}).one_or_none()
@@ -231,22 +268,27 @@ class TurnRepository:
     def _insert_turn_row(self, draft: TurnDraft, epoch: int, now: int) -> None:
         self._conn.execute(_INSERT_TURN, self._turn_row(draft, epoch, now))
 
-    def _insert_fused(self, draft: TurnDraft, epoch: int, persona_id: str, now: int) -> None:
+    def _fused_params(self, draft: TurnDraft, epoch: int, now: int) -> dict[str, Any]:
         params = {f"t_{name}": value for name, value in self._turn_row(draft, epoch, now).items()}
         params.update(
+            b_session_id=draft.session_id,
+            b_epoch=epoch,
+            b_expected_head=draft.parent_turn_id,
+            b_new_head=draft.id,
+            b_now=now,
             h_id=new_id(),
             h_reason=draft.turn_type.value,
             h_now=now,
-            turn_id=draft.id,
-            parent_turn_id=draft.parent_turn_id,
-            session_id=draft.session_id,
-            persona_id=persona_id,
-            tokens=draft.usage.total,
-            own_anchor=draft.id if draft.turn_type == TurnType.COMPACTION else None,
-            now=now,
+            # Prefixed: a parameter named like a sessions column (parent_turn_id) would be
+            # taken as one more SET of the UPDATE in the statement.
+            c_turn_id=draft.id,
+            c_parent_turn_id=draft.parent_turn_id,
+            c_session_id=draft.session_id,
+            c_tokens=draft.usage.total,
+            c_own_anchor=draft.id if draft.turn_type == TurnType.COMPACTION else None,
+            c_now=now,
         )
-        if self._conn.execute(_FUSED_CHILD, params).rowcount != 1:
-            raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
+        return params
 
     def _insert_turn_children(self, draft: TurnDraft, now: int) -> None:
         if draft.messages:
