@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from nexus.cli.app import app
 from nexus.db.engine import build_engine
+from nexus.db.migrate import head_revision
 from nexus.settings import get_settings
 from tests.services import REDIS_URL
 
@@ -49,7 +50,7 @@ def _by_name(checks: list[dict[str, str]]) -> dict[str, dict[str, str]]:
 def test_db_upgrade_builds_the_embedded_ledger(tmp_path: Path) -> None:
     result = runner.invoke(app, ["db", "upgrade"])
     assert result.exit_code == 0, result.output
-    assert "0002" in result.output
+    assert f"revision {head_revision()}" in result.output
     engine = build_engine(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
     try:
         assert {"sessions", "turns", "queue_items"} <= set(inspect(engine).get_table_names())

@@ -18,7 +18,6 @@ class Session(Base):
         one_of("status", SessionStatus),
         one_of("queue_mode", QueueMode),
         Index("ix_sessions_persona_id", "persona_id"),
-        Index("ix_sessions_updated_at", "updated_at"),
         Index("ix_sessions_parent_session_label", "parent_session_label"),
     )
 
