@@ -45,8 +45,28 @@ def test_a_long_session_compacts_itself_and_keeps_every_turn(
     rig.say(session.id, "and now?")
     request = rig.model.requests[-1]
     assert request.messages[0]["content"][0]["text"].startswith(SUMMARY_HEADER)
-    replayed = sum(1 for m in request.messages if m["role"] == "assistant")
-    assert replayed < 40
+    # Exactly the turns the context read keeps after the summary: no older answer comes back.
+    with database.unit_of_work() as uow:
+        last = uow.ledger.sessions.get(session.id)
+        assert last is not None and last.thread_id is not None
+        final = uow.ledger.threads.get_turn(last.thread_id)
+        assert final is not None and final.turn.parent_turn_id is not None
+        kept = uow.ledger.threads.read_context(final.turn.parent_turn_id)
+    expected = [
+        m.content["text"]
+        for view in kept.turns
+        if view.turn.turn_type == TurnType.NORMAL
+        for m in view.messages
+        if m.role.value == "assistant"
+    ]
+    replayed = [
+        block["text"]
+        for m in request.messages
+        if m["role"] == "assistant"
+        for block in m["content"]
+        if block.get("type") == "text"
+    ]
+    assert replayed == expected and 0 < len(replayed) < 40
 
 
 def test_manual_compact_passes_its_instructions_to_the_summariser(
