@@ -3,9 +3,20 @@ so a second one by mistake changes nothing (the watermark serialises them)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from celery.signals import setup_logging
+
 from beat.schedule import SCHEDULE
+from nexus.logs import configure_logging
 from nexus.settings import get_settings
 from workers.app import create_celery
 
 app = create_celery(get_settings())
 app.conf.beat_schedule = SCHEDULE
+
+
+@setup_logging.connect
+def _logging(**_: Any) -> None:
+    # Beat's records go through Nexus's processors too (JSON, secrets redacted).
+    configure_logging(get_settings())

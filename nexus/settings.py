@@ -113,8 +113,17 @@ class Settings(BaseSettings):
     session_lease_ms: int = Field(default=30_000, ge=1000)
     # The longest a turn may run; the broker's visibility timeout is set well above it.
     turn_time_limit_seconds: int = Field(default=600, ge=1)
+    # How long Redis holds an unacknowledged task before redelivering it; unset: twice the
+    # turn time limit plus a minute. A worker refuses to start if it is not above the limit.
+    visibility_timeout_seconds: int | None = Field(default=None, ge=1)
+    # Flower's basic auth, "user:password" (comma-separate several).
+    flower_basic_auth: SecretStr | None = None
     # Prefix for every broker key, so several deployments (or test runs) share one Redis.
     broker_prefix: str | None = None
+
+    # Logs: JSON lines for machines (the default), or plain text for a person at a terminal.
+    log_format: Literal["json", "console"] = "json"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # Database pool sizing for the distributed mode; SQLite ignores it.
     db_pool_size: int = Field(default=5, ge=1)

@@ -11,11 +11,15 @@ from nexus.settings import Settings
 QUEUES = ("events", "sessions", "delivery", "hooks", "timer")
 
 
+def visibility_timeout_s(settings: Settings) -> int:
+    return settings.visibility_timeout_seconds or settings.turn_time_limit_seconds * 2 + 60
+
+
 def broker_options(settings: Settings) -> dict[str, Any]:
     options: dict[str, Any] = {
         # Redis redelivers an unacked task after this long. It must exceed the longest turn,
         # or a slow turn is handed to a second worker while the first still runs it.
-        "visibility_timeout": settings.turn_time_limit_seconds * 2 + 60,
+        "visibility_timeout": visibility_timeout_s(settings),
     }
     if settings.broker_url.startswith("memory://"):
         # The in-process transport polls once a second by default: 200 tasks took 24 s.

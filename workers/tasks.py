@@ -7,6 +7,7 @@ from typing import Any
 import structlog
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
+from structlog.contextvars import bound_contextvars
 
 from nexus.ids import now_ms
 from nexus.ingest.relay import relay
@@ -24,6 +25,11 @@ def _runtime() -> Any:
 
 @shared_task(name="nexus.event.process")
 def process(event_id: str) -> str:
+    with bound_contextvars(task="nexus.event.process", event_id=event_id):
+        return _process(event_id)
+
+
+def _process(event_id: str) -> str:
     runtime = _runtime()
     with runtime.database.unit_of_work() as uow:
         routed = process_event(
@@ -80,7 +86,8 @@ def timer_tick() -> int:
 
 @shared_task(name="nexus.session.run")
 def run_session(session_id: str) -> str:
-    report = _runtime().session_runner.run(session_id)
+    with bound_contextvars(task="nexus.session.run", session_id=session_id):
+        report = _runtime().session_runner.run(session_id)
     log.info(
         "session_run",
         session_id=session_id,
@@ -94,7 +101,8 @@ def run_session(session_id: str) -> str:
 
 @shared_task(name="nexus.delivery.send")
 def send_delivery(delivery_id: str) -> str:
-    outcome: str = _runtime().delivery_service.send(delivery_id)
+    with bound_contextvars(task="nexus.delivery.send", delivery_id=delivery_id):
+        outcome: str = _runtime().delivery_service.send(delivery_id)
     return outcome
 
 

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from nexus.api.app import create_app
 from nexus.db import Database
+from nexus.logs import configure_logging
 from nexus.settings import get_settings
 
 
@@ -13,6 +14,7 @@ def build() -> FastAPI:
     from workers.doorbell import doorbell_for
 
     settings = get_settings()
+    configure_logging(settings)
     database = Database(
         settings.database_url,
         pool_size=settings.db_pool_size,

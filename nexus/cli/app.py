@@ -98,11 +98,52 @@ def api(
     """Serve the HTTP API (webhooks, REST) with uvicorn."""
     import uvicorn
 
-    _settings()  # refuse to start on a bad configuration, with the reason
+    from nexus.logs import configure_logging
+
+    configure_logging(_settings())  # refuses a bad configuration first, with the reason
+    # log_config=None: uvicorn's records (access lines included) go through Nexus's
+    # processors like every other record, instead of uvicorn's own handlers.
     uvicorn.run(
         "nexus.api.main:build", factory=True, host=host, port=port, workers=workers,
-        proxy_headers=True, log_level="info",
+        proxy_headers=True, log_level="info", log_config=None,
     )  # fmt: skip
+
+
+_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command(context_settings=_PASS_THROUGH)
+def worker(
+    context: typer.Context,
+    queues: str = typer.Option(
+        "events,sessions,delivery,hooks,timer", "--queues", "-Q", help="Queues to consume."
+    ),
+) -> None:
+    """Run a Celery worker (any number, on any host); extra arguments go to Celery."""
+    from nexus.cli.processes import worker as run_worker
+
+    run_worker(_settings(), queues, list(context.args))
+
+
+@app.command(context_settings=_PASS_THROUGH)
+def beat(context: typer.Context) -> None:
+    """Run the scheduler that rings the 60-second timer (one per deployment)."""
+    from nexus.cli.processes import beat as run_beat
+
+    _settings()
+    run_beat(list(context.args))
+
+
+@app.command(context_settings=_PASS_THROUGH)
+def flower(
+    context: typer.Context,
+    address: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(5555, help="Port to listen on."),
+) -> None:
+    """Run Flower, the Celery monitor (basic auth from NEXUS_FLOWER_BASIC_AUTH)."""
+    from nexus.cli.processes import flower as run_flower
+
+    run_flower(_settings(), address, port, list(context.args))
 
 
 @app.command()

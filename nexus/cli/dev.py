@@ -82,6 +82,11 @@ def _tick_every_minute(celery_app: Any, stop: threading.Event) -> None:
 def run_dev(settings: Settings, *, host: str, port: int, console: Console) -> None:
     import uvicorn
 
+    from nexus.logs import configure_logging
+
+    # A person at a terminal reads plain lines, unless NEXUS_LOG_FORMAT says otherwise.
+    chosen = "log_format" in settings.model_fields_set
+    configure_logging(settings if chosen else settings.model_copy(update={"log_format": "console"}))
     api, embedded = start_embedded(settings)
     url = f"http://{host}:{port}"
     model = settings.default_model
@@ -94,6 +99,6 @@ def run_dev(settings: Settings, *, host: str, port: int, console: Console) -> No
     console.print("  nexus tree main")
     console.print(f"  curl -N {url}/v1/sessions/main/stream")
     try:
-        uvicorn.run(api, host=host, port=port, log_level="warning")
+        uvicorn.run(api, host=host, port=port, log_level="warning", log_config=None)
     finally:
         embedded.stop()

@@ -1,0 +1,1 @@
+"""Running Nexus as processes: preflight checks, and what the process commands need."""
