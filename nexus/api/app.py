@@ -16,6 +16,7 @@ from nexus.api import (
     hooks,
     inbound,
     messages,
+    operations,
     routing,
     session_index,
     sessions,
@@ -82,9 +83,6 @@ def create_app(
     app.include_router(hooks.router)
     # Last: GET /v1/sessions/{label} would otherwise swallow /v1/sessions/{label}/queue.
     app.include_router(session_index.by_label)
-
-    @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    app.include_router(operations.router)
 
     return app

@@ -17,6 +17,7 @@ from nexus.ledger.repository.errors import (
 from nexus.ledger.repository.events import EventRepository
 from nexus.ledger.repository.hooks import HookRepository
 from nexus.ledger.repository.identity import IdentityRepository
+from nexus.ledger.repository.metrics import MetricsRepository
 from nexus.ledger.repository.queue import QueueRepository
 from nexus.ledger.repository.search import SearchRepository
 from nexus.ledger.repository.sessions import SessionRepository
@@ -42,6 +43,7 @@ class Ledger:
         self.hooks = HookRepository(connection, clock)
         self.timer = TimerRepository(connection, clock)
         self.deliveries = DeliveryRepository(connection, clock)
+        self.metrics = MetricsRepository(connection)
 
 
 __all__ = [

@@ -1,0 +1,115 @@
+"""Operations endpoints: liveness, readiness (database and Redis), Prometheus metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import text
+
+from nexus.api.state import AppState
+from nexus.db import Database
+
+router = APIRouter(tags=["operations"])
+# Seconds: a turn is one model call at best and several tool rounds at worst.
+LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process answers (liveness); says nothing about what it depends on."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    """Ready to take traffic: the ledger answers, and Redis when one is configured."""
+    state: AppState = request.app.state.nexus
+    checks: dict[str, str] = {}
+    try:
+        with state.database.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as error:  # any failure means not ready; the reason is the answer
+        checks["database"] = f"failed: {type(error).__name__}"
+    if state.settings.redis_url:
+        import redis
+
+        try:
+            redis.Redis.from_url(state.settings.redis_url, socket_timeout=2).ping()
+            checks["redis"] = "ok"
+        except redis.RedisError as error:
+            checks["redis"] = f"failed: {type(error).__name__}"
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+class LedgerCollector(Collector):
+    """Figures read from the ledger at scrape time: every process writes there, so one
+    API process reports the whole pipeline, workers included."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[Any]:
+        with self._database.unit_of_work() as uow:
+            figures = uow.ledger.metrics.figures(LATENCY_BUCKETS_S)
+        ingested = CounterMetricFamily(
+            "nexus_events", "Events recorded, by direction, adapter and disposition.",
+            labels=["direction", "adapter", "disposition"],
+        )  # fmt: skip
+        for direction, adapter, disposition, count in figures.events:
+            ingested.add_metric([direction, adapter, disposition], count)
+        yield ingested
+        depth = GaugeMetricFamily(
+            "nexus_queue_depth", "Queue items waiting or claimed, by mode and status.",
+            labels=["mode", "status"],
+        )  # fmt: skip
+        for mode, status, count in figures.queue_depth:
+            depth.add_metric([mode, status], count)
+        yield depth
+        settled = CounterMetricFamily(
+            "nexus_queue_items_settled", "Queue items by final disposition (dead_lettered: dead "
+            "letters).", labels=["disposition"],
+        )  # fmt: skip
+        for disposition, count in figures.dispositions:
+            settled.add_metric([disposition], count)
+        yield settled
+        made = CounterMetricFamily(
+            "nexus_turns", "Turns by status (superseded: fenced commits).", labels=["status"]
+        )
+        for status, count in figures.turns:
+            made.add_metric([status], count)
+        yield made
+        latency = HistogramMetricFamily(
+            "nexus_turn_latency_seconds", "Time from a turn's start to its end."
+        )
+        buckets = [(str(bound), count) for bound, count in figures.turn_latency]
+        buckets.append(("+Inf", figures.turn_latency_count))
+        latency.add_metric([], buckets, sum_value=figures.turn_latency_sum_s)
+        yield latency
+        sent = CounterMetricFamily(
+            "nexus_deliveries",
+            "Reply chunks by platform and status.",
+            labels=["platform", "status"],
+        )
+        for platform, status, count in figures.deliveries:
+            sent.add_metric([platform, status], count)
+        yield sent
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    """Prometheus text format."""
+    state: AppState = request.app.state.nexus
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(state.database))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

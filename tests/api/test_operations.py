@@ -1,0 +1,54 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from nexus.api.app import create_app
+from nexus.db import Database
+from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.settings import Settings
+from tests.contract.engine_support import build_rig
+from tests.contract.outbound_support import message
+from tests.support import FakeClock
+
+
+def _client(database: Database, clock: FakeClock, **settings: object) -> TestClient:
+    app = create_app(
+        Settings.model_validate(settings), database, RecordingDoorbell(),
+        engine=build_rig(database, clock).engine,
+    )  # fmt: skip
+    return TestClient(app)
+
+
+def test_ready_when_the_ledger_answers_and_not_when_redis_is_gone(
+    database: Database, clock: FakeClock
+) -> None:
+    assert _client(database, clock).get("/healthz").json() == {"status": "ok"}
+    ready = _client(database, clock).get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"] == {"database": "ok"}
+    gone = _client(database, clock, redis_url="redis://127.0.0.1:1/0").get("/readyz")
+    assert gone.status_code == 503
+    assert gone.json()["checks"]["redis"].startswith("failed")
+
+
+def test_metrics_count_the_pipeline_from_the_ledger(database: Database, clock: FakeClock) -> None:
+    from nexus.ingest.service import ingest
+
+    rig = build_rig(database, clock)
+    with database.unit_of_work() as uow:
+        events = [message(f"telegram:{n}", "telegram", "42", f"hi {n}") for n in range(3)]
+        ingest(uow, events, RecordingDoorbell())
+        uow.commit()
+    session = rig.session("dm:metrics")
+    rig.say(session.id, "one")
+    clock.advance(1500)
+    rig.say(session.id, "two")
+    text = _client(database, clock).get("/metrics").text
+    assert (
+        'nexus_events_total{adapter="telegram",direction="inbound",disposition="pending"} 3.0'
+        in text
+    )
+    assert 'nexus_turns_total{status="completed"} 2.0' in text
+    assert "nexus_turn_latency_seconds_count 2.0" in text
+    assert 'nexus_turn_latency_seconds_bucket{le="+Inf"} 2.0' in text
