@@ -157,6 +157,11 @@ class Settings(BaseSettings):
         return self.redis_url is None
 
 
+def revealed(value: SecretStr | None) -> str | None:
+    """A secret setting's value, for the one place that must use it (never for logs)."""
+    return value.get_secret_value() if value is not None else None
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process's settings, read once on first use (never at import)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 
 from nexus.ids import new_id
@@ -138,3 +139,19 @@ def current_depth(ledger: Ledger, head: str | None) -> int:
     thread = ledger.threads.get_thread(head)
     assert thread is not None
     return thread.depth
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (for servers the tests start)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    """True once something accepts connections on the loopback port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True

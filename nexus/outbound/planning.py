@@ -117,8 +117,7 @@ def plan_reply(
 def _delivery_context(uow: UnitOfWork, session: SessionRecord, turn_id: str) -> EventRecord | None:
     """The inbound message a reply answers: the turn's own, or for an internal trigger the
     last message a person sent this session (a merged entity answered where they wrote)."""
-    view = uow.ledger.threads.get_turn(turn_id)
-    source_id = view.turn.source_event_id if view is not None else None
+    source_id = uow.ledger.turns.source_event_id(turn_id)
     source = uow.ledger.events.get(source_id) if source_id else None
     if source is not None and source.adapter in SENDERS and source.direction == "inbound":
         return source

@@ -15,15 +15,10 @@ import pytest
 
 from nexus.db import Database
 from nexus.db.migrate import upgrade
+from tests.support import free_port
 
 FIVE_MIB = 5 * 1024 * 1024
 CHUNK = 64 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _rss_kib(pid: int) -> int:
@@ -37,7 +32,7 @@ def _rss_kib(pid: int) -> int:
 def server(tmp_path: Path) -> Iterator[tuple[int, int, str]]:
     url = f"sqlite:///{tmp_path / 'nexus.db'}"
     upgrade(url)
-    port = _free_port()
+    port = free_port()
     environment = {**os.environ, "NEXUS_DATABASE_URL": url, "NEXUS_TELEGRAM_SECRET_TOKEN": "t"}
     environment.pop("NEXUS_REDIS_URL", None)
     log = (tmp_path / "api.log").open("wb")

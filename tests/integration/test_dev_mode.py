@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 NEXUS = Path(sys.prefix) / "bin" / "nexus"
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _clean_environment(port: int) -> dict[str, str]:
@@ -64,7 +59,7 @@ def _nexus(cwd: Path, environment: dict[str, str], *args: str) -> str:
 
 
 def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     environment = _clean_environment(port)
     with _running([str(NEXUS), "dev", "--port", str(port)], tmp_path, environment) as log:
         assert f"http://127.0.0.1:{port}" in log.read_text()
@@ -109,7 +104,7 @@ def test_following_the_readme_runs_nexus_and_it_answers(tmp_path: Path) -> None:
     command = _readme_run_command()
     assert command == "./scripts/dev"
     clone = _fresh_copy(tmp_path / "nexus")
-    port = _free_port()
+    port = free_port()
     # The virtualenv this suite runs in stands in for the one the script would create, so
     # the test does not spend minutes installing (the script checks it is up to date).
     environment = {**_clean_environment(port), "NEXUS_VENV": sys.prefix}

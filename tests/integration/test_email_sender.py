@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from email import message_from_bytes
 from email.message import Message
@@ -15,6 +14,7 @@ from nexus.adapters.outbound.email import EmailSender
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, Sent
+from tests.support import free_port
 
 
 class Inbox:
@@ -41,9 +41,7 @@ class Inbox:
 def smtp() -> Iterator[tuple[Inbox, int]]:
     inbox = Inbox()
     # aiosmtpd checks it is up by connecting to the port it was given, so it needs a real one.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
     try:

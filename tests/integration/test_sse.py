@@ -3,7 +3,6 @@ Last-Event-ID that replays exactly what was missed."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,16 +18,10 @@ from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
-from tests.support import FakeClock
+from tests.support import FakeClock, free_port
 
 AUTH = {"Authorization": "Bearer tok"}
 Event = tuple[str, str]  # (id, event name)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -41,7 +34,7 @@ def served(database: Database, clock: FakeClock) -> Iterator[tuple[str, Rig]]:
         Settings(api_tokens="tok"), database, RecordingDoorbell(),
         engine=rig.engine, coordination=coordination,
     )  # fmt: skip
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=1
     )

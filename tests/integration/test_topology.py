@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,18 +19,13 @@ from nexus.db import Database
 from nexus.ledger.enums import QueueStatus
 from tests.fakes.platform_server import FakePlatforms
 from tests.integration.worker_process import wait_for, worker_environment
+from tests.support import free_port, port_open
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 NEXUS = Path(sys.prefix) / "bin" / "nexus"
 CANARY = "canary-5e2d8c41"
 SENDERS, PER_SENDER = 10, 10
 FLOWER_AUTH = ("ops", f"{CANARY}-flower")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _secrets() -> dict[str, str]:
@@ -66,14 +60,6 @@ def _process(args: list[str], log: Path, environment: dict[str, str]) -> Iterato
                 process.kill()
 
 
-def _port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-    except OSError:
-        return False
-    return True
-
-
 def _update(number: int, sender: int) -> dict[str, object]:
     user = {"id": 7000 + sender, "is_bot": False, "first_name": f"Person {sender}"}
     return {
@@ -91,7 +77,7 @@ def _update(number: int, sender: int) -> dict[str, object]:
 def test_the_distributed_topology_handles_100_messages_and_logs_no_secret(
     pg_database: Database, tmp_path: Path
 ) -> None:
-    api_port, flower_port = _free_port(), _free_port()
+    api_port, flower_port = free_port(), free_port()
     with FakePlatforms() as platforms, ExitStack() as stack:
         environment = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "ANTHROPIC_"))},
@@ -110,8 +96,8 @@ def test_the_distributed_topology_handles_100_messages_and_logs_no_secret(
                 ("flower", ["flower", "--port", str(flower_port)]),
             )
         ]
-        wait_for(lambda: _port_open(api_port), timeout=60, what="the API")
-        wait_for(lambda: _port_open(flower_port), timeout=60, what="Flower")
+        wait_for(lambda: port_open(api_port), timeout=60, what="the API")
+        wait_for(lambda: port_open(flower_port), timeout=60, what="Flower")
         wait_for(
             lambda: all(b"ready." in (tmp_path / f"worker{n}.log").read_bytes() for n in (1, 2)),
             timeout=90,

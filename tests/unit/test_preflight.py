@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nexus.operations.preflight import worker_problems
+from tests.support import free_port, port_open
 
 NEXUS = Path(sys.prefix) / "bin" / "nexus"
 
@@ -35,9 +35,7 @@ def test_an_evicting_policy_and_a_short_visibility_timeout_are_refused_with_the_
 @pytest.fixture
 def evicting_redis(tmp_path: Path) -> Iterator[str]:
     """A second, throwaway Redis configured the way a worker must refuse."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no", "--maxmemory-policy", "allkeys-lru", "--dir", str(tmp_path)],
@@ -45,13 +43,9 @@ def evicting_redis(tmp_path: Path) -> Iterator[str]:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+        while not port_open(port):
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         server.terminate()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pydantic import SecretStr
-
 from nexus.adapters.inbound.base import InboundAdapter
 from nexus.adapters.inbound.discord import DiscordAdapter
 from nexus.adapters.inbound.email import EmailAdapter
@@ -13,25 +11,21 @@ from nexus.adapters.inbound.telegram import TelegramAdapter
 from nexus.adapters.inbound.twilio import TwilioAdapter
 from nexus.adapters.inbound.webhook import StandardWebhookAdapter
 from nexus.adapters.inbound.whatsapp import WhatsAppAdapter
-from nexus.settings import Settings
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
+from nexus.settings import Settings, revealed
 
 
 def build_adapters(settings: Settings) -> dict[str, InboundAdapter]:
     """Every adapter is always present; one without its secret rejects every request."""
     adapters: list[InboundAdapter] = [
-        TelegramAdapter(_secret(settings.telegram_secret_token)),
-        SlackAdapter(_secret(settings.slack_signing_secret)),
+        TelegramAdapter(revealed(settings.telegram_secret_token)),
+        SlackAdapter(revealed(settings.slack_signing_secret)),
         DiscordAdapter(settings.discord_public_key),
         WhatsAppAdapter(
-            _secret(settings.whatsapp_app_secret), _secret(settings.whatsapp_verify_token)
+            revealed(settings.whatsapp_app_secret), revealed(settings.whatsapp_verify_token)
         ),
-        TwilioAdapter(_secret(settings.twilio_auth_token), settings.public_url),
-        EmailAdapter(_secret(settings.webhook_secret)),
-        GitHubAdapter(_secret(settings.github_webhook_secret)),
-        StandardWebhookAdapter(_secret(settings.webhook_secret)),
+        TwilioAdapter(revealed(settings.twilio_auth_token), settings.public_url),
+        EmailAdapter(revealed(settings.webhook_secret)),
+        GitHubAdapter(revealed(settings.github_webhook_secret)),
+        StandardWebhookAdapter(revealed(settings.webhook_secret)),
     ]
     return {adapter.name: adapter for adapter in adapters}

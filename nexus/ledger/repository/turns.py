@@ -225,6 +225,13 @@ class TurnRepository:
             reason = f"head moved from {draft.parent_turn_id} to {current.thread_id}"
         return CommitOutcome(status="fenced", reason=reason)
 
+    def source_event_id(self, turn_id: str) -> str | None:
+        """The event a turn answered (its first query's), or None."""
+        found = self._conn.execute(
+            select(turns.c.source_event_id).where(turns.c.id == turn_id)
+        ).scalar_one_or_none()
+        return str(found) if found is not None else None
+
     def record_attempt(self, draft: TurnDraft, *, epoch: int) -> None:
         """Keep a failed or superseded attempt for audit, off the chain: no head moves."""
         if draft.status not in OFF_CHAIN_STATUSES:
