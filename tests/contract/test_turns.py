@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 from sqlalchemy import func, select
 
 from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.models import Base, Message, SessionHistory, Thread, Turn, table_of
-from nexus.ledger.records import ConsumedItem, NewQueueItem, TurnDraft
+from nexus.ledger.records import ConsumedItem, NewQueueItem, SessionRecord, TurnDraft
 from nexus.ledger.repository import LedgerConflict
 from tests.support import build_chain, compaction_turn, new_session, text_turn
 
@@ -125,6 +127,67 @@ def test_consuming_an_item_twice_is_refused_and_rolls_back(database: Database) -
         head = uow.ledger.sessions.get(session.id)
     assert head is not None and head.thread_id == first.id
     assert _count(database, Turn) == 1
+
+
+def _claimed_items(database: Database, count: int) -> tuple[SessionRecord, str, int, list[str]]:
+    """A session with a root turn and `count` queue items claimed at a fresh epoch."""
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        epoch = uow.ledger.sessions.claim(session.id)
+        root = text_turn(session, None, "first")
+        assert uow.ledger.turns.commit(root, epoch=epoch).committed
+        ids = [
+            uow.ledger.queue.enqueue(NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE))[0]
+            for _ in range(count)
+        ]
+        epoch = uow.ledger.sessions.claim(session.id)
+        uow.ledger.queue.claim_ids(ids, epoch=epoch, lease_ms=60_000)
+        uow.commit()
+    return session, root.id, epoch, ids
+
+
+def test_a_child_turn_consumes_items_of_several_dispositions(database: Database) -> None:
+    session, root, epoch, ids = _claimed_items(database, 3)
+    dispositions: list[Literal[Disposition.BATCHED, Disposition.INJECTED]] = [
+        Disposition.BATCHED,
+        Disposition.BATCHED,
+        Disposition.INJECTED,
+    ]
+    consumed = tuple(
+        ConsumedItem(queue_item_id=i, disposition=d) for i, d in zip(ids, dispositions, strict=True)
+    )
+    draft = text_turn(session, root, "all three", consumed=consumed)
+    with database.unit_of_work() as uow:
+        assert uow.ledger.turns.commit(draft, epoch=epoch).committed
+        uow.commit()
+    with database.unit_of_work() as uow:
+        items = [uow.ledger.queue.get(i) for i in ids]
+        view = uow.ledger.threads.get_turn(draft.id)
+    assert [(i.status, i.disposition, i.consumed_by_turn_id) for i in items if i] == [
+        (QueueStatus.DONE, d, draft.id) for d in dispositions
+    ]
+    assert view is not None and [m.content for m in view.messages] == [
+        {"text": "all three"},
+        {"text": "re: all three"},
+    ]
+
+
+def test_a_fenced_child_turn_writes_nothing_and_consumes_nothing(database: Database) -> None:
+    session, root, epoch, ids = _claimed_items(database, 2)
+    with database.unit_of_work() as uow:
+        uow.ledger.sessions.claim(session.id)  # a newer run took over
+        uow.commit()
+    counts = [_count(database, m) for m in (Turn, Message, SessionHistory, Thread)]
+    consumed = tuple(ConsumedItem(queue_item_id=i, disposition=Disposition.BATCHED) for i in ids)
+    draft = text_turn(session, root, "late", consumed=consumed)
+    with database.unit_of_work() as uow:
+        outcome = uow.ledger.turns.commit(draft, epoch=epoch)
+        uow.commit()
+    assert outcome.status == "fenced" and "epoch" in (outcome.reason or "")
+    assert [_count(database, m) for m in (Turn, Message, SessionHistory, Thread)] == counts
+    with database.unit_of_work() as uow:
+        items = [uow.ledger.queue.get(i) for i in ids]
+    assert [i.status for i in items if i] == [QueueStatus.CLAIMED, QueueStatus.CLAIMED]
 
 
 def test_off_chain_attempts_are_kept_but_never_become_head(database: Database) -> None:

@@ -2,146 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import Connection, String, bindparam, func, insert, select, true, update
+from sqlalchemy import Connection, select
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.enums import (
-    CHAIN_STATUSES,
-    OFF_CHAIN_STATUSES,
-    OPEN_QUEUE_STATUSES,
-    QueueStatus,
-    TurnType,
-)
-from nexus.ledger.models import (
-    Compaction,
-    Message,
-    QueueItem,
-    Session,
-    SessionHistory,
-    Thread,
-    ToolCall,
-    Turn,
-    table_of,
-)
+from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
 from nexus.ledger.records import CommitOutcome, TurnDraft
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
-
-turns = table_of(Turn)
-threads = table_of(Thread)
-messages = table_of(Message)
-tool_calls = table_of(ToolCall)
-compactions = table_of(Compaction)
-sessions = table_of(Session)
-history = table_of(SessionHistory)
-queue_items = table_of(QueueItem)
-
-# The commit path runs once per turn on every worker, so its statements are built once here
-# and executed with parameters: building SQLAlchemy expressions per call cost more than the
-# database round trips they make.
-# The compare-and-set itself: it moves the head only if neither the head nor the epoch moved
-# since the run began, and it takes the session's row lock (Postgres re-checks the condition
-# against a concurrent winner's committed row), so every later write in this transaction is
-# serialised behind it.
-_SWING_HEAD = (
-    update(sessions)
-    .where(sessions.c.id == bindparam("b_session_id"))
-    .where(sessions.c.epoch == bindparam("b_epoch"))
-    .where(sessions.c.thread_id.is_not_distinct_from(bindparam("b_expected_head", type_=String)))
-    .values(thread_id=bindparam("b_new_head"), updated_at=bindparam("b_now"))
-    .returning(sessions.c.persona_id)
-)
-_TURN_COLUMNS = [column.name for column in turns.c]
-
-_READ_HEAD = select(sessions.c.thread_id, sessions.c.epoch).where(
-    sessions.c.id == bindparam("session_id")
-)
-_INSERT_TURN = insert(turns)
-_INSERT_MESSAGES = insert(messages)
-_INSERT_TOOL_CALLS = insert(tool_calls)
-_INSERT_COMPACTION = insert(compactions)
-_INSERT_HISTORY = insert(history)
-_INSERT_ROOT_THREAD = insert(threads)
-_parent = threads.alias("parent")
-# A child's thread row is derived from its parent's inside the database: one round trip and
-# no window for a stale read. A compaction turn anchors itself; others inherit the anchor.
-_THREAD_COLUMNS = [
-    "turn_id",
-    "parent_turn_id",
-    "session_id",
-    "persona_id",
-    "depth",
-    "total_tokens",
-    "anchor_turn_id",
-    "created_at",
-]
-_INSERT_CHILD_THREAD = insert(threads).from_select(
-    _THREAD_COLUMNS,
-    select(
-        bindparam("turn_id", type_=String),
-        _parent.c.turn_id,
-        bindparam("session_id", type_=String),
-        bindparam("persona_id", type_=String),
-        _parent.c.depth + 1,
-        _parent.c.total_tokens + bindparam("tokens", type_=threads.c.total_tokens.type),
-        func.coalesce(bindparam("own_anchor", type_=String), _parent.c.anchor_turn_id),
-        bindparam("now", type_=threads.c.created_at.type),
-    ).where(_parent.c.turn_id == bindparam("parent_turn_id")),
-)
-
-
-# On Postgres a child turn (the path nearly every turn takes) is one statement: the
-# compare-and-set, the turn, its pointer-history row and its thread row, as data-modifying
-# CTEs (foreign keys are checked at the end of the statement). Every insert selects FROM
-# the CAS's returned row, so a fenced attempt writes nothing at all. SQLite runs separate
-# statements in-process, where round trips cost nothing.
-_swing = _SWING_HEAD.cte("swing")
-_new_turn = (
-    insert(turns)
-    .from_select(
-        _TURN_COLUMNS,
-        select(
-            *(bindparam(f"t_{name}", type_=turns.c[name].type) for name in _TURN_COLUMNS)
-        ).select_from(_swing),
-    )
-    .returning(turns.c.id)
-    .cte("new_turn")
-)
-_pointer_moved = (
-    insert(history)
-    .from_select(
-        ["id", "session_id", "thread_id", "previous_thread_id", "epoch", "reason", "changed_at"],
-        select(
-            bindparam("h_id", type_=String),
-            bindparam("t_session_id", type_=String),
-            _new_turn.c.id,
-            bindparam("t_parent_turn_id", type_=String),
-            bindparam("t_epoch", type_=turns.c.epoch.type),
-            bindparam("h_reason", type_=String),
-            bindparam("h_now", type_=history.c.changed_at.type),
-        ),
-    )
-    .cte("pointer_moved")
-)
-_CAS_AND_CHILD = (
-    insert(threads)
-    .from_select(
-        _THREAD_COLUMNS,
-        select(
-            bindparam("c_turn_id", type_=String),
-            _parent.c.turn_id,
-            bindparam("c_session_id", type_=String),
-            _swing.c.persona_id,
-            _parent.c.depth + 1,
-            _parent.c.total_tokens + bindparam("c_tokens", type_=threads.c.total_tokens.type),
-            func.coalesce(bindparam("c_own_anchor", type_=String), _parent.c.anchor_turn_id),
-            bindparam("c_now", type_=threads.c.created_at.type),
-        )
-        .select_from(_parent.join(_swing, true()))
-        .where(_parent.c.turn_id == bindparam("c_parent_turn_id", type_=String)),
-    )
-    .add_cte(_swing, _new_turn, _pointer_moved)
+from nexus.ledger.repository.turn_statements import (
+    COMMIT_CHILD,
+    CONSUME_ITEMS,
+    INSERT_CHILD_THREAD,
+    INSERT_COMPACTION,
+    INSERT_HISTORY,
+    INSERT_MESSAGES,
+    INSERT_ROOT_THREAD,
+    INSERT_TOOL_CALLS,
+    INSERT_TURN,
+    READ_HEAD,
+    SWING_HEAD,
+    tool_calls,
+    turns,
 )
 
 
@@ -169,13 +52,9 @@ class TurnRepository:
 
         now = self._clock()
         if self._conn.dialect.name == "postgresql" and draft.parent_turn_id is not None:
-            if self._conn.execute(_CAS_AND_CHILD, self._fused_params(draft, epoch, now)).rowcount:
-                self._insert_turn_children(draft, now)
-                self._consume_items(draft, now)
-                return CommitOutcome(status="committed", turn_id=draft.id)
-            return self._fenced_or_orphaned(draft, epoch)
+            return self._commit_child_in_one_statement(draft, epoch, now)
         persona_id = self._conn.execute(
-            _SWING_HEAD,
+            SWING_HEAD,
             {
                 "b_session_id": draft.session_id,
                 "b_epoch": epoch,
@@ -189,13 +68,27 @@ class TurnRepository:
         self._insert_turn_row(draft, epoch, now)
         self._insert_thread(draft, persona_id, now)
         self._insert_history(draft, epoch, now)
-        self._insert_turn_children(draft, now)
+        self._insert_messages(draft, now)
+        self._insert_tool_calls_and_compaction(draft, now)
         self._consume_items(draft, now)
+        return CommitOutcome(status="committed", turn_id=draft.id)
+
+    def _commit_child_in_one_statement(
+        self, draft: TurnDraft, epoch: int, now: int
+    ) -> CommitOutcome:
+        """Postgres: the compare-and-set and everything a plain turn writes in one round
+        trip; tool calls and a compaction row, when there are any, follow it."""
+        wrote = self._conn.execute(COMMIT_CHILD, self._fused_params(draft, epoch, now)).one()
+        if not wrote.threads:
+            return self._fenced_or_orphaned(draft, epoch)
+        if wrote.consumed != len(draft.consumed):
+            raise LedgerConflict(_not_all_open(draft))
+        self._insert_tool_calls_and_compaction(draft, now)
         return CommitOutcome(status="committed", turn_id=draft.id)
 
     def _insert_history(self, draft: TurnDraft, epoch: int, now: int) -> None:
         self._conn.execute(
-            _INSERT_HISTORY,
+            INSERT_HISTORY,
             {
                 "id": new_id(),
                 "session_id": draft.session_id,
@@ -210,13 +103,13 @@ class TurnRepository:
     def _fenced_or_orphaned(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
         """No thread row was written: a fence, unless the CAS did pass and only the parent's
         thread row was missing, which is corruption to refuse (the caller rolls back)."""
-        current = self._conn.execute(_READ_HEAD, {"session_id": draft.session_id}).one_or_none()
+        current = self._conn.execute(READ_HEAD, {"session_id": draft.session_id}).one_or_none()
         if current is not None and current.thread_id == draft.id and current.epoch == epoch:
             raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
         return self._fenced(draft, epoch)
 
     def _fenced(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
-        current = self._conn.execute(_READ_HEAD, {"session_id": draft.session_id}).one_or_none()
+        current = self._conn.execute(READ_HEAD, {"session_id": draft.session_id}).one_or_none()
         if current is None:
             raise NotFound(f"no session with id {draft.session_id!r}")
         if current.epoch != epoch:
@@ -243,7 +136,8 @@ class TurnRepository:
             raise ValueError("an off-chain attempt consumes no queue items and compacts nothing")
         now = self._clock()
         self._insert_turn_row(draft, epoch, now)
-        self._insert_turn_children(draft, now)
+        self._insert_messages(draft, now)
+        self._insert_tool_calls_and_compaction(draft, now)
 
     # -- pieces of a commit --------------------------------------------------------------------
 
@@ -273,7 +167,7 @@ class TurnRepository:
         }
 
     def _insert_turn_row(self, draft: TurnDraft, epoch: int, now: int) -> None:
-        self._conn.execute(_INSERT_TURN, self._turn_row(draft, epoch, now))
+        self._conn.execute(INSERT_TURN, self._turn_row(draft, epoch, now))
 
     def _fused_params(self, draft: TurnDraft, epoch: int, now: int) -> dict[str, Any]:
         params = {f"t_{name}": value for name, value in self._turn_row(draft, epoch, now).items()}
@@ -294,13 +188,24 @@ class TurnRepository:
             c_tokens=draft.usage.total,
             c_own_anchor=draft.id if draft.turn_type == TurnType.COMPACTION else None,
             c_now=now,
+            # Messages and consumed items as parallel arrays, unnested by the statement.
+            m_id=[new_id() for _ in draft.messages],
+            m_sequence=list(range(1, len(draft.messages) + 1)),
+            m_role=[m.role.value for m in draft.messages],
+            m_source=[m.source.value if m.source is not None else None for m in draft.messages],
+            m_content=[json.dumps(m.content) for m in draft.messages],
+            m_tool_call_id=[m.tool_call_id for m in draft.messages],
+            m_event_id=[m.event_id for m in draft.messages],
+            m_now=now,
+            q_id=[item.queue_item_id for item in draft.consumed],
+            q_disposition=[item.disposition.value for item in draft.consumed],
         )
         return params
 
-    def _insert_turn_children(self, draft: TurnDraft, now: int) -> None:
+    def _insert_messages(self, draft: TurnDraft, now: int) -> None:
         if draft.messages:
             self._conn.execute(
-                _INSERT_MESSAGES,
+                INSERT_MESSAGES,
                 [
                     {
                         "id": new_id(),
@@ -316,9 +221,11 @@ class TurnRepository:
                     for sequence, message in enumerate(draft.messages, start=1)
                 ],
             )
+
+    def _insert_tool_calls_and_compaction(self, draft: TurnDraft, now: int) -> None:
         if draft.tool_calls:
             self._conn.execute(
-                _INSERT_TOOL_CALLS,
+                INSERT_TOOL_CALLS,
                 [
                     {"id": new_id(), "turn_id": draft.id, "sequence": sequence, **call.model_dump()}
                     for sequence, call in enumerate(draft.tool_calls, start=1)
@@ -327,13 +234,13 @@ class TurnRepository:
         if draft.compaction is not None:
             values: dict[str, Any] = draft.compaction.model_dump(exclude={"metadata"})
             values.update(turn_id=draft.id, metadata_json=draft.compaction.metadata, created_at=now)
-            self._conn.execute(_INSERT_COMPACTION, values)
+            self._conn.execute(INSERT_COMPACTION, values)
 
     def _insert_thread(self, draft: TurnDraft, persona_id: str, now: int) -> None:
         tokens = draft.usage.total
         if draft.parent_turn_id is None:
             self._conn.execute(
-                _INSERT_ROOT_THREAD,
+                INSERT_ROOT_THREAD,
                 {
                     "turn_id": draft.id,
                     "parent_turn_id": None,
@@ -347,7 +254,7 @@ class TurnRepository:
             )
             return
         inserted = self._conn.execute(
-            _INSERT_CHILD_THREAD,
+            INSERT_CHILD_THREAD,
             {
                 "turn_id": draft.id,
                 "parent_turn_id": draft.parent_turn_id,
@@ -365,24 +272,17 @@ class TurnRepository:
         for disposition in {item.disposition for item in draft.consumed}:
             ids = [item.queue_item_id for item in draft.consumed if item.disposition == disposition]
             result = self._conn.execute(
-                update(queue_items)
-                .where(queue_items.c.id.in_(ids))
-                .where(queue_items.c.session_id == draft.session_id)
-                .where(queue_items.c.status.in_(OPEN_QUEUE_STATUSES))
-                .values(
-                    status=QueueStatus.DONE,
-                    disposition=disposition,
-                    consumed_by_turn_id=draft.id,
-                    claim_expires_at=None,
-                    updated_at=now,
-                )
+                CONSUME_ITEMS,
+                {
+                    "q_ids": ids,
+                    "q_session_id": draft.session_id,
+                    "q_disposition": disposition,
+                    "q_turn_id": draft.id,
+                    "q_now": now,
+                },
             )
             if result.rowcount != len(ids):
-                # Another disposition already reached one of these items; consuming it
-                # again would answer one input twice. The caller's unit of work rolls back.
-                raise LedgerConflict(
-                    f"queue items {ids} of session {draft.session_id} are not all open"
-                )
+                raise LedgerConflict(_not_all_open(draft))
 
     def tool_call_row_id(self, turn_id: str, provider_call_id: str) -> str | None:
         """The ledger's id of a tool call, from the model's id for it."""
@@ -392,3 +292,10 @@ class TurnRepository:
             .where(tool_calls.c.provider_call_id == provider_call_id)
         ).scalar_one_or_none()
         return None if found is None else str(found)
+
+
+def _not_all_open(draft: TurnDraft) -> str:
+    # Another disposition already reached one of these items; consuming it again would
+    # answer one input twice. The caller's unit of work rolls back.
+    ids = [item.queue_item_id for item in draft.consumed]
+    return f"queue items {ids} of session {draft.session_id} are not all open"
