@@ -27,7 +27,7 @@ from nexus.ledger.records import NewSession, SessionRecord
 from tests.support import build_chain, text_turn
 
 RESULTS = Path(__file__).with_name("results")
-DEFAULT_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 sessions, turns, messages = table_of(Session), table_of(Turn), table_of(Message)
 

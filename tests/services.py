@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 PG_ADMIN_URL = os.environ.get(
-    "NEXUS_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+    "NEXUS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 REDIS_URL = os.environ.get("NEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 

@@ -29,7 +29,7 @@ def _restore_logging() -> Iterator[None]:
 
 def _settings() -> Settings:
     return Settings(
-        database_url=f"postgresql+psycopg2://nexus:{CANARY}-db@db/nexus",
+        database_url=f"postgresql://nexus:{CANARY}-db@db/nexus",
         redis_url=f"redis://:{CANARY}-redis@redis:6379/0",
         api_tokens=f"first-{CANARY},second-{CANARY}",
         telegram_bot_token=f"123:{CANARY}",

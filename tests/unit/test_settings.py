@@ -65,11 +65,12 @@ def test_a_database_url_without_scheme_is_a_clear_error(monkeypatch: pytest.Monk
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
-        ("postgres://u@h/db", "postgresql+psycopg2://u@h/db"),
-        ("postgresql://u@h/db", "postgresql+psycopg2://u@h/db"),
-        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg2://u@h/db"),
+        ("postgres://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
         ("sqlite:///./x.db", "sqlite:///./x.db"),
     ],
 )
-def test_postgres_urls_are_pinned_to_psycopg2(given: str, expected: str) -> None:
+def test_postgres_urls_are_pinned_to_psycopg(given: str, expected: str) -> None:
     assert normalize_database_url(given) == expected
