@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from sqlalchemy import Connection
 
 from nexus.ids import Clock, now_ms
@@ -27,23 +29,63 @@ from nexus.ledger.repository.turns import TurnRepository
 
 
 class Ledger:
-    """The repositories bound to one connection (and so to one transaction)."""
+    """The repositories bound to one connection (and so to one transaction).
+
+    Each is built on first use: a unit of work opens a ledger for every task and request,
+    and most touch two or three of the twelve.
+    """
 
     def __init__(self, connection: Connection, *, clock: Clock = now_ms) -> None:
         self.connection = connection
         self.clock = clock  # the ledger's notion of now, for callers that compare times
-        self.agents = AgentRepository(connection, clock)
-        self.sessions = SessionRepository(connection, clock)
-        self.turns = TurnRepository(connection, clock)
-        self.threads = ThreadRepository(connection)
-        self.events = EventRepository(connection, clock)
-        self.identity = IdentityRepository(connection, clock)
-        self.queue = QueueRepository(connection, clock)
-        self.search = SearchRepository(connection)
-        self.hooks = HookRepository(connection, clock)
-        self.timer = TimerRepository(connection, clock)
-        self.deliveries = DeliveryRepository(connection, clock)
-        self.metrics = MetricsRepository(connection)
+
+    @cached_property
+    def agents(self) -> AgentRepository:
+        return AgentRepository(self.connection, self.clock)
+
+    @cached_property
+    def sessions(self) -> SessionRepository:
+        return SessionRepository(self.connection, self.clock)
+
+    @cached_property
+    def turns(self) -> TurnRepository:
+        return TurnRepository(self.connection, self.clock)
+
+    @cached_property
+    def threads(self) -> ThreadRepository:
+        return ThreadRepository(self.connection)
+
+    @cached_property
+    def events(self) -> EventRepository:
+        return EventRepository(self.connection, self.clock)
+
+    @cached_property
+    def identity(self) -> IdentityRepository:
+        return IdentityRepository(self.connection, self.clock)
+
+    @cached_property
+    def queue(self) -> QueueRepository:
+        return QueueRepository(self.connection, self.clock)
+
+    @cached_property
+    def search(self) -> SearchRepository:
+        return SearchRepository(self.connection)
+
+    @cached_property
+    def hooks(self) -> HookRepository:
+        return HookRepository(self.connection, self.clock)
+
+    @cached_property
+    def timer(self) -> TimerRepository:
+        return TimerRepository(self.connection, self.clock)
+
+    @cached_property
+    def deliveries(self) -> DeliveryRepository:
+        return DeliveryRepository(self.connection, self.clock)
+
+    @cached_property
+    def metrics(self) -> MetricsRepository:
+        return MetricsRepository(self.connection)
 
 
 __all__ = [
