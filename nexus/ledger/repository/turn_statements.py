@@ -65,6 +65,21 @@ SWING_HEAD = (
     .values(thread_id=bindparam("b_new_head"), updated_at=bindparam("b_now"))
     .returning(sessions.c.persona_id)
 )
+# The step-wise commit (SQLite; a session's first turn on Postgres) checks first and moves
+# the pointer last. The check locks the row on Postgres; on SQLite every transaction begins
+# IMMEDIATE (nexus.db.engine), so the one writer already holds the database.
+LOCK_HEAD = (
+    select(sessions.c.persona_id)
+    .where(sessions.c.id == bindparam("b_session_id"))
+    .where(sessions.c.epoch == bindparam("b_epoch"))
+    .where(sessions.c.thread_id.is_not_distinct_from(bindparam("b_expected_head", type_=String)))
+    .with_for_update()
+)
+MOVE_HEAD = (
+    update(sessions)
+    .where(sessions.c.id == bindparam("b_session_id"))
+    .values(thread_id=bindparam("b_new_head"), updated_at=bindparam("b_now"))
+)
 READ_HEAD = select(sessions.c.thread_id, sessions.c.epoch).where(
     sessions.c.id == bindparam("session_id")
 )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, CursorResult, Executable, select
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
 from nexus.ledger.records import CommitOutcome, TurnDraft
+from nexus.ledger.repository import driver
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 from nexus.ledger.repository.turn_statements import (
     COMMIT_CHILD,
@@ -21,8 +22,9 @@ from nexus.ledger.repository.turn_statements import (
     INSERT_ROOT_THREAD,
     INSERT_TOOL_CALLS,
     INSERT_TURN,
+    LOCK_HEAD,
+    MOVE_HEAD,
     READ_HEAD,
-    SWING_HEAD,
     tool_calls,
     turns,
 )
@@ -32,6 +34,7 @@ class TurnRepository:
     def __init__(self, connection: Connection, clock: Clock) -> None:
         self._conn = connection
         self._clock = clock
+        self._postgres = connection.dialect.name == "postgresql"
 
     def commit(self, draft: TurnDraft, *, epoch: int) -> CommitOutcome:
         """Append `draft` to its session's chain if nobody moved the head or the epoch.
@@ -51,18 +54,26 @@ class TurnRepository:
             raise ValueError("a compaction turn needs compaction metadata, and only it may have it")
 
         now = self._clock()
-        if self._conn.dialect.name == "postgresql" and draft.parent_turn_id is not None:
+        if self._postgres and draft.parent_turn_id is not None:
             return self._commit_child_in_one_statement(draft, epoch, now)
-        persona_id = self._conn.execute(
-            SWING_HEAD,
-            {
-                "b_session_id": draft.session_id,
-                "b_epoch": epoch,
-                "b_expected_head": draft.parent_turn_id,
-                "b_new_head": draft.id,
-                "b_now": now,
-            },
-        ).scalar_one_or_none()
+        return self._commit_in_steps(draft, epoch, now)
+
+    def _commit_in_steps(self, draft: TurnDraft, epoch: int, now: int) -> CommitOutcome:
+        """SQLite, and a session's first turn on Postgres: the compare-and-set as a locking
+        read, so a fenced attempt writes nothing; then the rows; the pointer last.
+
+        Last, because SQLite settles a deferred foreign key (sessions.thread_id) by scanning
+        `sessions` on every insert into `turns` while one is pending: pointing the session
+        at a turn that does not exist yet made each commit cost O(sessions).
+        """
+        head = {
+            "b_session_id": draft.session_id,
+            "b_epoch": epoch,
+            "b_expected_head": draft.parent_turn_id,
+            "b_new_head": draft.id,
+            "b_now": now,
+        }
+        persona_id = self._run(LOCK_HEAD, head).scalar_one_or_none()
         if persona_id is None:
             return self._fenced(draft, epoch)
         self._insert_turn_row(draft, epoch, now)
@@ -70,8 +81,17 @@ class TurnRepository:
         self._insert_history(draft, epoch, now)
         self._insert_messages(draft, now)
         self._insert_tool_calls_and_compaction(draft, now)
+        self._run(MOVE_HEAD, head)
         self._consume_items(draft, now)
         return CommitOutcome(status="committed", turn_id=draft.id)
+
+    def _run(
+        self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]]
+    ) -> CursorResult[Any]:
+        """A hot statement: straight to the driver on SQLite, through Core on Postgres."""
+        if self._postgres:
+            return self._conn.execute(statement, params)
+        return driver.run(self._conn, statement, params)
 
     def _commit_child_in_one_statement(
         self, draft: TurnDraft, epoch: int, now: int
@@ -87,7 +107,7 @@ class TurnRepository:
         return CommitOutcome(status="committed", turn_id=draft.id)
 
     def _insert_history(self, draft: TurnDraft, epoch: int, now: int) -> None:
-        self._conn.execute(
+        self._run(
             INSERT_HISTORY,
             {
                 "id": new_id(),
@@ -167,7 +187,7 @@ class TurnRepository:
         }
 
     def _insert_turn_row(self, draft: TurnDraft, epoch: int, now: int) -> None:
-        self._conn.execute(INSERT_TURN, self._turn_row(draft, epoch, now))
+        self._run(INSERT_TURN, self._turn_row(draft, epoch, now))
 
     def _fused_params(self, draft: TurnDraft, epoch: int, now: int) -> dict[str, Any]:
         params = {f"t_{name}": value for name, value in self._turn_row(draft, epoch, now).items()}
@@ -204,7 +224,7 @@ class TurnRepository:
 
     def _insert_messages(self, draft: TurnDraft, now: int) -> None:
         if draft.messages:
-            self._conn.execute(
+            self._run(
                 INSERT_MESSAGES,
                 [
                     {
@@ -213,7 +233,9 @@ class TurnRepository:
                         "sequence": sequence,
                         "role": message.role,
                         "source": message.source,
-                        "content": message.content,
+                        "content": message.content
+                        if self._postgres
+                        else json.dumps(message.content),
                         "tool_call_id": message.tool_call_id,
                         "event_id": message.event_id,
                         "created_at": now,
@@ -239,7 +261,7 @@ class TurnRepository:
     def _insert_thread(self, draft: TurnDraft, persona_id: str, now: int) -> None:
         tokens = draft.usage.total
         if draft.parent_turn_id is None:
-            self._conn.execute(
+            self._run(
                 INSERT_ROOT_THREAD,
                 {
                     "turn_id": draft.id,
@@ -253,7 +275,7 @@ class TurnRepository:
                 },
             )
             return
-        inserted = self._conn.execute(
+        inserted = self._run(
             INSERT_CHILD_THREAD,
             {
                 "turn_id": draft.id,
