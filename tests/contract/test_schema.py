@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from nexus.db import Database
-from nexus.db.migrate import current_revision, head_revision
+from nexus.db.migrate import alembic_config, current_revision, head_revision, upgrade
 from nexus.ledger.models import metadata
+from tests.support import build_chain, new_session
 
 PUBLIC_TABLES = {
     "events",
@@ -51,3 +55,38 @@ def test_migrated_schema_matches_the_models(database: Database) -> None:
 def test_every_public_table_exists_at_head(database: Database) -> None:
     assert set(inspect(database.engine).get_table_names()) >= PUBLIC_TABLES
     assert current_revision(database.engine) == head_revision()
+
+
+def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'nexus.db'}"
+    upgrade(url, "0003")
+    database = Database(url)
+    try:
+        with database.unit_of_work() as uow:
+            session = new_session(uow.ledger)
+            chain = build_chain(uow.ledger, session, 12, compact_every=5, keep=2)
+            uow.commit()
+        with database.unit_of_work() as uow:
+            before = uow.ledger.threads.read_context(chain[-1])
+            moves = uow.ledger.sessions.history(session.id)
+        database.dispose()
+        upgrade(url)
+        with database.unit_of_work() as uow:
+            after = uow.ledger.threads.read_context(chain[-1])
+            assert uow.ledger.sessions.history(session.id) == moves
+            tables = {
+                name: sql
+                for name, sql in uow.connection.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+                )
+            }
+        assert after == before and len(moves) == 13
+        assert tables["threads"].rstrip().endswith("WITHOUT ROWID")
+        assert tables["session_history"].rstrip().endswith("WITHOUT ROWID")
+        command.downgrade(alembic_config(url), "0003")  # and back, rows intact
+        with database.unit_of_work() as uow:
+            assert uow.ledger.threads.read_context(chain[-1]) == before
+    finally:
+        database.dispose()

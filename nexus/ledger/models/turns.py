@@ -75,7 +75,9 @@ class Thread(Base):
     """A turn seen with its ancestry: depth, running token total, and its context anchor."""
 
     __tablename__ = "threads"
-    __table_args__ = (Index("ix_threads_parent_turn_id", "parent_turn_id"),)
+    # Read by primary key only (context reads climb parent links by turn id); on SQLite it
+    # is stored in that key's B-tree (migration 0004).
+    __table_args__ = {"sqlite_with_rowid": False}
 
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id"), primary_key=True)
     parent_turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id"))
@@ -96,7 +98,6 @@ class Message(Base):
     __table_args__ = (
         one_of("role", MessageRole),
         UniqueConstraint("turn_id", "sequence"),
-        Index("ix_messages_event_id", "event_id"),
     )
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
