@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
@@ -263,3 +263,27 @@ def test_thread_rows_exist_for_every_chain_turn(database: Database) -> None:
         build_chain(uow.ledger, session, 12, compact_every=5, keep=2)
         uow.commit()
     assert _count(database, Thread) == _count(database, Turn) == 12
+
+
+def test_the_step_wise_commit_moves_the_pointer_after_the_turn_exists(
+    database: Database,
+) -> None:
+    # Pointing a session at a turn not yet written leaves a deferred foreign-key violation
+    # pending, which SQLite settles by scanning every session on each insert into turns.
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(" ".join(statement.split())[:40])
+
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        epoch = uow.ledger.sessions.claim(session.id)
+        event.listen(database.engine, "before_cursor_execute", record)
+        try:
+            assert uow.ledger.turns.commit(text_turn(session, None, "first"), epoch=epoch).committed
+        finally:
+            event.remove(database.engine, "before_cursor_execute", record)
+        uow.commit()
+    turn_insert = next(i for i, s in enumerate(statements) if s.startswith("INSERT INTO turns"))
+    pointer = next(i for i, s in enumerate(statements) if s.startswith("UPDATE sessions SET"))
+    assert turn_insert < pointer, statements
