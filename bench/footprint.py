@@ -17,8 +17,8 @@ SESSIONS = 100
 MIB = 2**20
 
 
-def run(*, quick: bool) -> dict[str, Any]:
-    turns = 1_000 if quick else 10_000
+def run(*, quick: bool, turns: int | None = None) -> dict[str, Any]:
+    turns = turns or (300 if quick else 10_000)
     per_session = turns // SESSIONS
     samples: list[dict[str, float]] = []
     with (

@@ -103,7 +103,7 @@ def bare_samples(stack: BareStack, samples: int) -> list[float]:
 
 
 def run(*, quick: bool) -> dict[str, Any]:
-    samples = 30 if quick else 200
+    samples = 20 if quick else 200
     with (
         harness.scratch("latency") as work,
         nexus_stack(work) as nexus,

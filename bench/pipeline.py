@@ -100,7 +100,7 @@ def bare_round(stack: BareStack, events: int, timeout: float) -> dict[str, Any]:
 
 
 def run(*, quick: bool) -> dict[str, Any]:
-    events, rounds = (300, 1) if quick else (3_000, 2)
+    events, rounds = (200, 1) if quick else (3_000, 1)
     timeout = 120 if quick else 600
     with (
         harness.scratch("pipeline") as work,

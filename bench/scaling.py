@@ -63,7 +63,7 @@ def measure(processes: int, *, per_session: int, warm_s: float, window_s: float)
 
 def run(*, quick: bool) -> dict[str, Any]:
     counts = [1, 2] if quick else [1, 2, 4, 8]
-    warm_s, window_s = (1.0, 4.0) if quick else (2.0, 15.0)
+    warm_s, window_s = (0.5, 3.0) if quick else (2.0, 15.0)
     per_session = 2 if quick else 8
     rows = {
         str(n): measure(n, per_session=per_session, warm_s=warm_s, window_s=window_s)
