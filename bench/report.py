@@ -173,6 +173,11 @@ def chart(rows: list[Row], path: Path, *, title: str) -> None:
     axis.barh(labels, scores, color=colours)
     axis.axvline(1.0, color="black", linewidth=1)
     axis.set_xscale("log")
+    from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
+
+    axis.xaxis.set_major_locator(FixedLocator([0.1, 0.25, 0.5, 1, 2, 4, 8]))
+    axis.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+    axis.xaxis.set_minor_formatter(NullFormatter())
     axis.invert_yaxis()
     axis.set_xlabel("ratio relative to its target (log scale; right of 1 = target met)")
     axis.set_title(title)
