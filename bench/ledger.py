@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, create_engine, insert, select, text, update
+from sqlalchemy import Connection, bindparam, create_engine, insert, select, text, update
 from sqlalchemy.engine import make_url
 
 from nexus.db import Database
@@ -95,54 +95,55 @@ class RepositoryWriter:
         self.head = draft.id
 
 
+def bare_turn(connection: Connection, session_id: str, question: str, answer: str) -> str:
+    """SELECT … FOR UPDATE, INSERT turn, INSERT 2 messages, UPDATE pointer: nothing else.
+
+    The floor of a turn commit, shared with the bare Celery sketch (`bench/bare_app.py`)."""
+    turn_id, now = new_id(), now_ms()
+    head, epoch = connection.execute(_LOCK, {"sid": session_id}).one()
+    connection.execute(
+        _TURN,
+        {
+            "id": turn_id,
+            "session_id": session_id,
+            "parent_turn_id": head,
+            "turn_type": "normal",
+            "status": "completed",
+            "epoch": epoch,
+            "started_at": now,
+            "completed_at": now,
+        },
+    )
+    connection.execute(
+        _MESSAGES,
+        [
+            {
+                "id": new_id(),
+                "turn_id": turn_id,
+                "sequence": sequence,
+                "role": role,
+                "content": {"text": said},
+                "created_at": now,
+            }
+            for sequence, (role, said) in enumerate(
+                (("user", question), ("assistant", answer)), start=1
+            )
+        ],
+    )
+    connection.execute(_POINT, {"sid": session_id, "head": turn_id})
+    return turn_id
+
+
 class BareWriter:
-    """SELECT … FOR UPDATE, INSERT turn, INSERT 2 messages, UPDATE pointer: nothing else."""
+    """The floor: `bare_turn` in one transaction per turn."""
 
     def __init__(self, database: Database) -> None:
         self.engine = database.engine
         self.session, self.epoch = _session(database, "bench-bare")
-        self.head: str | None = None
 
     def commit(self) -> None:
-        turn_id, now = new_id(), now_ms()
         with self.engine.begin() as connection:
-            connection.execute(_LOCK, {"sid": self.session.id}).one()
-            connection.execute(
-                _TURN,
-                {
-                    "id": turn_id,
-                    "session_id": self.session.id,
-                    "parent_turn_id": self.head,
-                    "turn_type": "normal",
-                    "status": "completed",
-                    "epoch": self.epoch,
-                    "started_at": now,
-                    "completed_at": now,
-                },
-            )
-            connection.execute(
-                _MESSAGES,
-                [
-                    {
-                        "id": new_id(),
-                        "turn_id": turn_id,
-                        "sequence": 1,
-                        "role": "user",
-                        "content": {"text": "how are you?"},
-                        "created_at": now,
-                    },
-                    {
-                        "id": new_id(),
-                        "turn_id": turn_id,
-                        "sequence": 2,
-                        "role": "assistant",
-                        "content": {"text": "fine, thanks"},
-                        "created_at": now,
-                    },
-                ],
-            )
-            connection.execute(_POINT, {"sid": self.session.id, "head": turn_id})
-        self.head = turn_id
+            bare_turn(connection, self.session.id, "how are you?", "fine, thanks")
 
 
 def _rate(commit: Callable[[], None], count: int) -> float:
@@ -246,19 +247,14 @@ def _table(results: dict[str, Any], depths: list[int]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer, shallower")
-    parser.add_argument("--postgres-url", default=DEFAULT_ADMIN_URL, help="admin URL")
-    args = parser.parse_args()
-    rounds, per_round = (3, 100) if args.quick else (7, 300)
-    depths = [100, 1_000] if args.quick else [100, 1_000, 10_000]
-    repetitions = 20 if args.quick else 50
-
-    started = time.perf_counter()
-    results: dict[str, Any] = {}
+def run(*, quick: bool, admin_url: str = DEFAULT_ADMIN_URL) -> dict[str, Any]:
+    """Both databases: commits (repository vs bare Core) and context reads by depth."""
+    rounds, per_round = (3, 100) if quick else (7, 300)
+    depths = [100, 1_000] if quick else [100, 1_000, 10_000]
+    repetitions = 20 if quick else 50
+    results: dict[str, Any] = {"depths": depths}
     for name, database in (
-        ("postgres", postgres_database(args.postgres_url)),
+        ("postgres", postgres_database(admin_url)),
         ("sqlite", sqlite_database()),
     ):
         with database as url:
@@ -266,6 +262,17 @@ def main() -> None:
                 "commits": measure_commits(url, rounds=rounds, per_round=per_round),
                 "reads": measure_reads(url, depths=depths, repetitions=repetitions),
             }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer, shallower")
+    parser.add_argument("--postgres-url", default=DEFAULT_ADMIN_URL, help="admin URL")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    results = run(quick=args.quick, admin_url=args.postgres_url)
+    depths = results.pop("depths")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "ledger.json").write_text(json.dumps(results, indent=2))
     print(_table(results, depths))

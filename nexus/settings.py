@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     # Model calls: an explicit timeout and retry budget (the SDK retries 429/5xx itself).
     model_timeout_seconds: int = Field(default=120, ge=1)
     model_max_retries: int = Field(default=2, ge=0)
+    # The offline `scripted` model waits this long at the start of every call, standing in
+    # for a real model's latency (benchmarks of scaling); 0 answers at once.
+    scripted_delay_ms: int = Field(default=0, ge=0)
     # Tool loop bound: model calls per turn before the turn ends regardless.
     max_tool_iterations: int = Field(default=8, ge=1)
     # How deep workers may dispatch workers (0 = unlimited).

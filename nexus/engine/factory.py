@@ -38,7 +38,7 @@ class ModelCatalog:
 
     def _build(self, name: str) -> ModelPort:
         if name == SCRIPTED_MODEL:
-            return ScriptedModel()
+            return ScriptedModel(call_delay_s=self.settings.scripted_delay_ms / 1000)
         key = self.settings.anthropic_api_key
         if key is None:
             raise ModelUnavailable(

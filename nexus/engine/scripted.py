@@ -58,10 +58,12 @@ Responder = Callable[[ModelRequest], ScriptStep]
 
 @dataclass
 class ScriptedModel:
-    """Answers from a script, then plainly; `chunk_delay_s` makes streams slow on purpose."""
+    """Answers from a script, then plainly; `chunk_delay_s` makes streams slow on purpose,
+    `call_delay_s` makes every call wait before its first event (a real model's latency)."""
 
     script: deque[ScriptStep | Responder] = field(default_factory=deque)
     chunk_delay_s: float = 0.0
+    call_delay_s: float = 0.0
     provider: str = "scripted"
     requests: list[ModelRequest] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -88,6 +90,8 @@ class ScriptedModel:
     def _play(
         self, request: ModelRequest, step: ScriptStep
     ) -> Generator[ModelStreamEvent, None, None]:
+        if self.call_delay_s:
+            time.sleep(self.call_delay_s)
         if isinstance(step, Fail):
             yield from self._text(step.partial_text)
             raise step.error

@@ -1,0 +1,186 @@
+"""The suite's report: one Markdown table (Nexus figure, baseline, ratio, target, met?),
+the JSON files, and a chart of every targeted ratio against its target."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Row:
+    benchmark: str
+    nexus: float
+    baseline: float
+    unit: str
+    baseline_is: str
+    ratio: float
+    target: float | None = None  # None: shown for context, no target
+    at_least: bool = True  # the ratio must be ≥ target (else ≤)
+
+    @property
+    def met(self) -> bool | None:
+        if self.target is None:
+            return None
+        return self.ratio >= self.target if self.at_least else self.ratio <= self.target
+
+    @property
+    def score(self) -> float:
+        """Above 1 meets the target, whichever way it points."""
+        assert self.target is not None
+        return self.ratio / self.target if self.at_least else self.target / self.ratio
+
+
+def _info(name: str, nexus: float, base: float, unit: str, base_is: str) -> Row:
+    return Row(name, nexus, base, unit, base_is, nexus / base)
+
+
+def rows_for(name: str, r: dict[str, Any]) -> list[Row]:
+    """The table's rows for one benchmark's result (none for one that failed)."""
+    if "error" in r:
+        return []
+    builder = _BUILDERS[name]
+    return builder(r)
+
+
+def _pipeline(r: dict[str, Any]) -> list[Row]:
+    n, b, base = r["nexus"], r["bare"], "bare Celery sketch"
+    cpu = "pipeline CPU ms/event (lower is better)"
+    return [
+        Row("pipeline events/s", n["events_per_s"], b["events_per_s"], "ev/s", base, r["ratio"], 1),
+        _info(cpu, n["cpu_ms_per_event"], b["cpu_ms_per_event"], "ms", base),
+    ]
+
+
+def _latency(r: dict[str, Any]) -> list[Row]:
+    n, b = r["nexus_ms"], r["round_trip_ms"]
+    first = "latency p50, webhook → turn committed"
+    return [
+        Row(first, n["p50"], b["p50"], "ms", "Celery round trip p50", r["ratio"], 3.0, False),
+        _info("latency p95", n["p95"], b["p95"], "ms", "Celery round trip p95"),
+        _info("latency p99", n["p99"], b["p99"], "ms", "Celery round trip p99"),
+    ]
+
+
+def _depth(r: dict[str, Any]) -> list[Row]:
+    d = r["depths"]
+    first, last = min(d, key=int), max(d, key=int)
+    name, base = f"context assembly, depth {int(last):,}", f"depth {int(first):,}"
+    deep, shallow = d[last]["assembly_ms"], d[first]["assembly_ms"]
+    return [Row(name, deep, shallow, "ms", base, deep / shallow, 1.5, False)]
+
+
+def _peer(r: dict[str, Any]) -> list[Row]:
+    out, base = [], "LangGraph PostgresSaver"
+    for depth, x in r["depths"].items():
+        name = f"commit + read context, depth {int(depth):,} (speed-up)"
+        flat = f"… same, Nexus without compaction, depth {int(depth):,}"
+        out.append(Row(name, x["nexus_ms"], x["langgraph_ms"], "ms", base, x["speedup"], 2.0))
+        flat_ms, flat_speedup = x["nexus_uncompacted_ms"], x["speedup_uncompacted"]
+        out.append(Row(flat, flat_ms, x["langgraph_ms"], "ms", base, flat_speedup))
+    return out
+
+
+def _scaling(r: dict[str, Any]) -> list[Row]:
+    p, top = r["processes"], str(r["compared"])
+    one = p["1"]["turns_per_s"]
+
+    def row(n: str, target: float | None) -> Row:
+        name = f"turns/s, {n} worker processes (200 ms model)"
+        return Row(name, p[n]["turns_per_s"], one, "turns/s", "1 process", p[n]["speedup"], target)
+
+    return [row(top, 3.5 if top == "4" else None)] + [
+        row(n, None) for n in p if n not in ("1", top)
+    ]
+
+
+def _footprint(r: dict[str, Any]) -> list[Row]:
+    name = f"worker RSS after {r['turns']:,} turns"
+    last, warm = r["last_rss_mib"], r["warm_rss_mib"]
+    return [Row(name, last, warm, "MiB", "after the first 10 %", last / warm, 1.10, False)]
+
+
+def _ledger(r: dict[str, Any]) -> list[Row]:
+    out = []
+    for db in ("postgres", "sqlite"):
+        c, reads = r[db]["commits"], r[db]["reads"]
+        depths = sorted((k for k in reads if k.isdigit()), key=int)
+        first, last = depths[0], depths[-1]
+        deep, shallow = reads[last]["context_ms"], reads[first]["context_ms"]
+        name, base = f"ledger turn commits/s ({db})", "bare Core write"
+        out.append(Row(name, c["repository"], c["bare"], "commits/s", base, c["ratio"], 0.8))
+        name, base = f"ledger context read, depth {int(last):,} ({db})", f"depth {int(first):,}"
+        out.append(Row(name, deep, shallow, "ms", base, deep / shallow, 2.0, False))
+    return out
+
+
+_BUILDERS = {
+    "pipeline": _pipeline,
+    "latency": _latency,
+    "depth": _depth,
+    "peer": _peer,
+    "scaling": _scaling,
+    "footprint": _footprint,
+    "ledger": _ledger,
+}
+
+
+def _figure(value: float, unit: str) -> str:
+    shown = f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+    return f"{shown} {unit}"
+
+
+def table(rows: list[Row], errors: dict[str, str]) -> str:
+    lines = [
+        "| benchmark | Nexus | baseline | ratio | target | met? |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        target = "—" if row.target is None else f"{'≥' if row.at_least else '≤'} {row.target:g}×"
+        met = {True: "yes", False: "**no**", None: ""}[row.met]
+        baseline = f"{_figure(row.baseline, row.unit)} ({row.baseline_is})"
+        lines.append(
+            f"| {row.benchmark} | {_figure(row.nexus, row.unit)} | {baseline} "
+            f"| {row.ratio:.2f}× | {target} | {met} |"
+        )
+    lines += [f"| {name} | error: {error} | | | | **no** |" for name, error in errors.items()]
+    return "\n".join(lines)
+
+
+def write(results_dir: Path, combined: dict[str, Any], rows: list[Row], markdown: str) -> None:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    combined = {**combined, "rows": [{**asdict(r), "met": r.met} for r in rows]}
+    (results_dir / "bench.json").write_text(json.dumps(combined, indent=2, default=str))
+    (results_dir / "bench.md").write_text(markdown + "\n")
+    chart(rows, results_dir / "bench.png", title=combined.get("title", "Nexus benchmarks"))
+
+
+def chart(rows: list[Row], path: Path, *, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targeted = [row for row in rows if row.target is not None]
+    if not targeted:
+        return
+    figure, axis = plt.subplots(figsize=(10, 0.45 * len(targeted) + 1.6))
+    labels = [f"{r.benchmark} ({r.ratio:.2f}× vs {r.target:g}×)" for r in targeted]
+    scores = [r.score for r in targeted]
+    colours = ["#2e7d32" if r.met else "#c62828" for r in targeted]
+    axis.barh(labels, scores, color=colours)
+    axis.axvline(1.0, color="black", linewidth=1)
+    axis.set_xscale("log")
+    from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
+
+    axis.xaxis.set_major_locator(FixedLocator([0.1, 0.25, 0.5, 1, 2, 4, 8]))
+    axis.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+    axis.xaxis.set_minor_formatter(NullFormatter())
+    axis.invert_yaxis()
+    axis.set_xlabel("ratio relative to its target (log scale; right of 1 = target met)")
+    axis.set_title(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
