@@ -234,7 +234,7 @@ def machine() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             return None
 
-    packages = ["nexus-broker", "celery", "redis", "SQLAlchemy", "psycopg2-binary", "fastapi"]
+    packages = ["nexus-broker", "celery", "redis", "SQLAlchemy", "psycopg", "fastapi"]
     packages += ["uvicorn", "langgraph-checkpoint-postgres", "psycopg", "psutil"]
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -28,6 +28,7 @@ from nexus.engine.model import (
 from nexus.ids import new_id
 from nexus.ledger.records import TokenUsage
 
+RECENT_REQUESTS = 100
 SCRIPTED_NOTICE = "(Nexus scripted model: no ANTHROPIC_API_KEY is set, so I answer offline.)"
 
 
@@ -65,7 +66,9 @@ class ScriptedModel:
     chunk_delay_s: float = 0.0
     call_delay_s: float = 0.0
     provider: str = "scripted"
-    requests: list[ModelRequest] = field(default_factory=list)
+    # The latest requests, for tests and debugging. Bounded: a worker answering with the
+    # scripted model for days must not keep every context it was ever sent.
+    requests: deque[ModelRequest] = field(default_factory=lambda: deque(maxlen=RECENT_REQUESTS))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod

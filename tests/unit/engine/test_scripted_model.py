@@ -1,5 +1,5 @@
-"""The scripted model's per-call delay (NEXUS_SCRIPTED_DELAY_MS), a stand-in for a real
-model's latency in benchmarks."""
+"""The built-in scripted model: its per-call delay (NEXUS_SCRIPTED_DELAY_MS, a stand-in for a
+real model's latency in benchmarks) and its bounded memory of requests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from nexus.engine.factory import ModelCatalog
 from nexus.engine.model import ModelDone, ModelRequest
-from nexus.engine.scripted import ScriptedModel
+from nexus.engine.scripted import RECENT_REQUESTS, ScriptedModel
 from nexus.settings import Settings
 
 
@@ -37,3 +37,15 @@ def test_every_call_waits_before_its_first_event() -> None:
         events = list(model.stream(_request()))
         assert time.perf_counter() - started >= 0.05
         assert isinstance(events[-1], ModelDone)
+
+
+def test_it_remembers_only_the_latest_requests() -> None:
+    model = ScriptedModel()
+    for number in range(RECENT_REQUESTS + 50):
+        request = ModelRequest(
+            model="scripted", system="", messages=({"role": "user", "content": f"m{number}"},)
+        )
+        list(model.stream(request))
+    assert len(model.requests) == RECENT_REQUESTS
+    assert model.requests[0].messages[0]["content"] == "m50"
+    assert model.requests[-1].messages[0]["content"] == f"m{RECENT_REQUESTS + 49}"
