@@ -26,12 +26,14 @@ from nexus.engine.model import (
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import TurnSignals
 from nexus.engine.stream import (
+    DELTA_INTERVAL_S,
     MESSAGE_DELTA,
     STEP_ERROR,
     STEP_GENERATED,
     STEP_STARTED,
     TOOL_COMPLETED,
     TOOL_STARTED,
+    DeltaCoalescer,
     StreamPublisher,
 )
 from nexus.engine.toolbox import Toolbox
@@ -135,6 +137,7 @@ class TurnMachine:
     clock: Clock
     tool_context: ToolContext
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+    delta_interval_s: float = DELTA_INTERVAL_S
 
     def run(self, request: ModelRequest, queries: tuple[QueryMessage, ...]) -> TurnResult:
         state = TurnState(
@@ -170,19 +173,23 @@ class TurnMachine:
         self._publish(state, STEP_STARTED, {"call": state.model_calls})
         request = _with_messages(state.request, state.conversation)
         partial: list[str] = []
+        deltas = DeltaCoalescer(self.delta_interval_s)
         stream = self.model.stream(request)
         try:
             for event in stream:
                 if isinstance(event, TextDelta):
                     partial.append(event.text)
-                    self._publish(state, MESSAGE_DELTA, {"text": event.text})
+                    self._publish_delta(state, deltas.add(event.text))
                 elif isinstance(event, ToolUseStarted | ToolInputDelta):
                     pass  # tool input is acted on only once complete, in ModelDone
                 elif isinstance(event, ModelDone):
+                    self._publish_delta(state, deltas.drain())
                     return self._answered(state, event)
                 if self._aborted(state):
+                    self._publish_delta(state, deltas.drain())
                     return self._keep_partial(state, partial, End(TurnStatus.ABORTED, "aborted"))
         except ModelError as error:
+            self._publish_delta(state, deltas.drain())
             self._publish(state, STEP_ERROR, {"kind": error.kind, "message": error.message})
             return self._keep_partial(state, partial, End(TurnStatus.FAILED, error.kind, error))
         finally:
@@ -317,6 +324,10 @@ class TurnMachine:
 
     def _publish(self, state: TurnState, event: str, data: dict[str, Any]) -> None:
         self.publisher.publish(state.session_id, event, data)
+
+    def _publish_delta(self, state: TurnState, text: str | None) -> None:
+        if text:
+            self._publish(state, MESSAGE_DELTA, {"text": text})
 
 
 def _with_messages(request: ModelRequest, conversation: list[dict[str, Any]]) -> ModelRequest:

@@ -82,6 +82,8 @@ def test_a_turn_streams_in_order_and_a_reconnect_replays_the_rest(
     listener = threading.Thread(target=_listen, args=(stream, "session.completed", live, {}))
     listener.start()
     time.sleep(0.5)  # connected before the turn starts
+    # Deltas are published at most every 50 ms: stream slower than that to see several.
+    rig.model.chunk_delay_s = 0.06
     rig.model.push(Say("one two three four"))
     outcome = rig.say(session.id, "count for me")
     listener.join(timeout=20)
