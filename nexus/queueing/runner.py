@@ -40,6 +40,12 @@ class RunReport:
     dead_lettered: int = 0
 
 
+# The turn asks about the shared abort flag after every streamed event; a model streams
+# one every few milliseconds. Asking at most this often keeps an interrupt prompt (well
+# under a second) without a Redis round trip per token.
+ABORT_POLL_MS = 50
+
+
 class TurnDeadline:
     """The engine's signals for one turn: the shared abort flag, the time limit, and the
     steer inbox minus what this turn already holds."""
@@ -51,12 +57,17 @@ class TurnDeadline:
         self._deadline = deadline_ms
         self._clock = clock
         self._holding = holding
+        self._next_poll_ms: int | None = None
         self.timed_out = False
 
     def abort_requested(self, session_id: str) -> bool:
-        if self._clock() >= self._deadline:
+        now = self._clock()
+        if now >= self._deadline:
             self.timed_out = True
             return True
+        if self._next_poll_ms is not None and now < self._next_poll_ms:
+            return False
+        self._next_poll_ms = now + ABORT_POLL_MS
         return self._coordination.abort_requested(session_id)
 
     def take_steering(self, session_id: str) -> list[QueryMessage]:

@@ -16,7 +16,7 @@ from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.queueing.runner import SessionRunner
+from nexus.queueing.runner import ABORT_POLL_MS, SessionRunner
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
 from tests.contract.test_routing import _message
 from tests.support import FakeClock
@@ -121,6 +121,7 @@ def test_an_interrupt_aborts_the_running_turn_which_keeps_its_partial_text(
     def interrupted(request: object) -> Say:
         late.append(_enqueue(setup, "never mind", QueueMode.INTERRUPT))
         setup.coordination.request_abort(setup.session_id)  # what the router does
+        clock.advance(ABORT_POLL_MS)  # the turn asks the flag again once this has passed
         return Say("Once upon a time there was")
 
     setup.rig.model.push(interrupted, Say("ok, never mind"))

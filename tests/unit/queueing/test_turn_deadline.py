@@ -1,0 +1,53 @@
+"""A running turn asks the shared abort flag at most every ABORT_POLL_MS, and its own time
+limit every time."""
+
+from __future__ import annotations
+
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.queueing.runner import ABORT_POLL_MS, TurnDeadline
+from tests.support import FakeClock
+
+
+class CountingCoordination(InProcessCoordination):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def abort_requested(self, session_id: str) -> bool:
+        self.asked += 1
+        return super().abort_requested(session_id)
+
+
+def _deadline(clock: FakeClock, coordination: CountingCoordination) -> TurnDeadline:
+    return TurnDeadline(coordination, deadline_ms=clock.now + 10_000, clock=clock, holding=set())
+
+
+def test_the_flag_is_asked_once_per_poll_interval() -> None:
+    clock, coordination = FakeClock(), CountingCoordination()
+    signals = _deadline(clock, coordination)
+    assert not any(signals.abort_requested("s") for _ in range(100))
+    assert coordination.asked == 1
+    clock.advance(ABORT_POLL_MS)
+    coordination.request_abort("s")
+    assert signals.abort_requested("s")
+    assert coordination.asked == 2
+
+
+def test_an_abort_is_seen_within_one_poll_interval() -> None:
+    clock, coordination = FakeClock(), CountingCoordination()
+    signals = _deadline(clock, coordination)
+    assert not signals.abort_requested("s")
+    coordination.request_abort("s")
+    seen_after = 0
+    while not signals.abort_requested("s"):
+        clock.advance(1)
+        seen_after += 1
+    assert seen_after <= ABORT_POLL_MS
+
+
+def test_the_time_limit_is_checked_on_every_call() -> None:
+    clock, coordination = FakeClock(), CountingCoordination()
+    signals = _deadline(clock, coordination)
+    assert not signals.abort_requested("s")
+    clock.advance(10_000)
+    assert signals.abort_requested("s") and signals.timed_out
