@@ -87,6 +87,8 @@ class HookRunner:
         return invocation, _as_json(invocation.result)
 
     def run(self, event_id: str) -> list[Invocation]:
+        if not self.hooks:
+            return []  # nothing loaded in this process: no reason to read the ledger
         with self.database.unit_of_work() as uow:
             event = uow.ledger.events.get(event_id)
             rows = {row.name: row for row in uow.ledger.hooks.all()}

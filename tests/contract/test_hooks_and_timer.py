@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from sqlalchemy import event
+
 from nexus.db import Database
 from nexus.hooks.breaker import COOL_DOWN_MS
 from nexus.hooks.loader import load_hooks
@@ -237,3 +239,18 @@ def test_a_hanging_hook_is_cut_and_the_event_still_routes(
     with database.unit_of_work() as uow:
         calls = uow.ledger.hooks.invocations_of("hangs")
     assert [(c["fired"], c["error"]) for c in calls] == [(False, "timed out after 0.2 s")]
+
+
+def test_with_no_hooks_loaded_an_event_costs_the_ledger_nothing(database: Database) -> None:
+    runner = HookRunner(database=database, hooks=[], doorbell=RecordingDoorbell())
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        assert runner.run("telegram:1") == []
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+    assert statements == []
