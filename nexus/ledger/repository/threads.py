@@ -8,16 +8,18 @@ from typing import Any
 from sqlalchemy import (
     CTE,
     Column,
-    ColumnElement,
     Connection,
     Select,
     String,
     Table,
+    any_,
     bindparam,
+    cast,
     or_,
     select,
     true,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import TurnType
 from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn, table_of
@@ -97,6 +99,19 @@ class ThreadRepository:
         """Every turn from the root to `turn_id`, compactions included: the whole thread."""
         return self._walk(turn_id, stop_at=None, skip_compactions=False)
 
+    def _rows_of_turns(self, statement: Select[Any], ids: list[str]) -> list[Any]:
+        """Rows of these turns, in (turn, sequence) order; SQLite takes the ids in slices
+        (it caps a statement's parameters), Postgres as one array."""
+        if self._conn.dialect.name == "postgresql":
+            return list(self._conn.execute(statement, {"ids": ids}))
+        return [
+            row
+            for start in range(0, len(ids), _SQLITE_IDS_PER_QUERY)
+            for row in self._conn.execute(
+                statement, {"ids": ids[start : start + _SQLITE_IDS_PER_QUERY]}
+            )
+        ]
+
     def _compaction(self, turn_id: str) -> CompactionRecord | None:
         row = self._conn.execute(
             select(*columns_for(compactions, CompactionRecord)).where(
@@ -113,16 +128,19 @@ class ThreadRepository:
         The walk climbs parent links from the head and stops once `stop_at` (the context
         start; None for the root) is included.
         """
-        statements = _WALKS[(self._conn.dialect.name == "postgresql", skip_compactions)]
+        postgres = self._conn.dialect.name == "postgresql"
+        walk = _WALKS[(postgres, skip_compactions)]
         params = {"head": head_turn_id, "stop": stop_at}
-        records = [to_record(TurnRecord, row) for row in self._conn.execute(statements[0], params)]
+        records = [to_record(TurnRecord, row) for row in self._conn.execute(walk, params)]
         if not records:
             return []
+        # The walk ran once; the turns' rows are index lookups by their ids.
+        ids = [turn.id for turn in records]
         by_turn_messages: dict[str, list[MessageRecord]] = defaultdict(list)
-        for row in self._conn.execute(statements[1], params):
+        for row in self._rows_of_turns(_MESSAGES_OF[postgres], ids):
             by_turn_messages[row.turn_id].append(to_record(MessageRecord, row))
         by_turn_calls: dict[str, list[ToolCallRecord]] = defaultdict(list)
-        for row in self._conn.execute(statements[2], params):
+        for row in self._rows_of_turns(_TOOL_CALLS_OF[postgres], ids):
             by_turn_calls[row.turn_id].append(to_record(ToolCallRecord, row))
         return [
             TurnView(
@@ -132,11 +150,6 @@ class ThreadRepository:
             )
             for turn in records
         ]
-
-
-def _within_turn(columns: Any) -> list[Any]:
-    """Rows that belong to one turn (messages, tool calls) come in their `sequence` order."""
-    return [columns["sequence"]] if "sequence" in columns else []
 
 
 def _path() -> CTE:
@@ -155,65 +168,57 @@ def _path() -> CTE:
     return start.union_all(climb)
 
 
-def _per_turn(
-    postgres: bool,
-    path: CTE,
-    table: Table,
-    turn_key: Column[Any],
-    columns: list[Column[Any]],
-    condition: ColumnElement[bool] | None = None,
-) -> Select[Any]:
-    """`table`'s rows for each turn on `path`, path order, as index lookups per turn.
+def _walk_statement(postgres: bool, skip_compactions: bool) -> Select[Any]:
+    """The turns on the path from :head back to :stop, root side first, as index lookups.
 
     On Postgres a plain join lets the planner hash-join the whole table against the path,
     a scan that grows with the ledger; a fenced LATERAL subquery makes each lookup an index
     probe keyed by the path row. SQLite drives nested loops from the small side by itself
     (and has no LATERAL).
     """
-    if postgres:
-        probe = select(*columns).select_from(table).where(turn_key == path.c.turn_id)
-        if condition is not None:
-            probe = probe.where(condition)
-        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
-        # it would then hash against the whole table.
-        lateral = probe.offset(0).correlate(path).lateral(f"{table.name}_of_turn")
-        return (
-            select(*(lateral.c[column.name] for column in columns))
-            .select_from(path)
-            .join(lateral, true())
-            .order_by(path.c.depth, *_within_turn(lateral.c))
-        )
-    query = (
-        select(*columns)
-        .select_from(path)
-        .join(table, turn_key == path.c.turn_id)
-        .order_by(path.c.depth, *_within_turn(table.c))
-    )
-    return query if condition is None else query.where(condition)
-
-
-def _walk_statements(postgres: bool, skip_compactions: bool) -> tuple[Select[Any], ...]:
     path = _path()
-    only_normal = turns.c.turn_type == TurnType.NORMAL if skip_compactions else None
+    columns = columns_for(turns, TurnRecord)
+    probe = select(*columns).where(turns.c.id == path.c.turn_id)
+    if skip_compactions:
+        probe = probe.where(turns.c.turn_type == TurnType.NORMAL)
+    if not postgres:
+        return probe.select_from(path).order_by(path.c.depth)
+    # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which it
+    # would then hash against the whole table.
+    lateral = probe.offset(0).correlate(path).lateral("turn_on_path")
     return (
-        _per_turn(postgres, path, turns, turns.c.id, columns_for(turns, TurnRecord), only_normal),
-        _per_turn(
-            postgres, path, messages, messages.c.turn_id, columns_for(messages, MessageRecord)
-        ),
-        _per_turn(
-            postgres,
-            path,
-            tool_calls,
-            tool_calls.c.turn_id,
-            columns_for(tool_calls, ToolCallRecord),
-        ),
+        select(*(lateral.c[column.name] for column in columns))
+        .select_from(path)
+        .join(lateral, true())
+        .order_by(path.c.depth)
     )
+
+
+def _of_turns(postgres: bool, table: Table, columns: list[Column[Any]]) -> Select[Any]:
+    """`table`'s rows whose turn is one of :ids, by the (turn_id, sequence) unique index.
+    Postgres takes the ids as one array parameter, so the statement text (and its prepared
+    plan) does not change with their number."""
+    if postgres:
+        ids = cast(bindparam("ids", type_=ARRAY(String)), ARRAY(String))
+        condition = table.c.turn_id == any_(ids)
+    else:
+        condition = table.c.turn_id.in_(bindparam("ids", expanding=True))
+    return select(*columns).where(condition).order_by(table.c.turn_id, table.c.sequence)
 
 
 # Reads run on every turn, so their statements are built once: constructing the CTE and
 # its aliases per call cost more than the queries. Keyed by (postgres?, skip compactions?).
 _WALKS = {
-    (postgres, skip): _walk_statements(postgres, skip)
+    (postgres, skip): _walk_statement(postgres, skip)
     for postgres in (True, False)
     for skip in (True, False)
 }
+_MESSAGES_OF = {
+    postgres: _of_turns(postgres, messages, columns_for(messages, MessageRecord))
+    for postgres in (True, False)
+}
+_TOOL_CALLS_OF = {
+    postgres: _of_turns(postgres, tool_calls, columns_for(tool_calls, ToolCallRecord))
+    for postgres in (True, False)
+}
+_SQLITE_IDS_PER_QUERY = 500
