@@ -151,10 +151,10 @@ class SessionRunner:
         """After release, so a ring that found the lease held is never lost (the enqueuer
         committed before ringing; this check runs after it)."""
         with self.database.unit_of_work() as uow:
-            ready_at = uow.ledger.queue.next_available_at(session_id)
             queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
-        if ready_at is None:
+        if not queued:
             return
+        ready_at = min(item.available_at for item in queued)
         plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
         due = plan.at_ms if isinstance(plan, WaitUntil) else ready_at
         delay = due - self.clock()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, Select, bindparam, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
@@ -125,15 +126,6 @@ class QueueRepository:
         )
         return int(result.rowcount)
 
-    def next_available_at(self, session_id: str) -> int | None:
-        """When the session's earliest queued item becomes ready (None: nothing queued)."""
-        found = self._conn.execute(
-            select(func.min(queue_items.c.available_at))
-            .where(queue_items.c.session_id == session_id)
-            .where(queue_items.c.status == QueueStatus.QUEUED)
-        ).scalar_one_or_none()
-        return None if found is None else int(found)
-
     def dispose(
         self,
         item_ids: Sequence[str],
@@ -208,15 +200,19 @@ class QueueRepository:
         self, session_id: str, *, statuses: Sequence[QueueStatus] | None = None
     ) -> list[QueueItemRecord]:
         """The session's items in queue order, optionally only those with given statuses."""
-        query = select(*columns_for(queue_items, QueueItemRecord)).where(
-            queue_items.c.session_id == session_id
-        )
-        if statuses:
-            query = query.where(queue_items.c.status.in_(list(statuses)))
-        query = query.order_by(
-            queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id
-        )
-        return [to_record(QueueItemRecord, row) for row in self._conn.execute(query)]
+        key = tuple(sorted(statuses)) if statuses else ()
+        query = _FOR_SESSION.get(key)
+        if query is None:  # built once per status set: the session run asks several times a turn
+            query = select(*columns_for(queue_items, QueueItemRecord)).where(
+                queue_items.c.session_id == bindparam("session_id")
+            )
+            if key:
+                query = query.where(queue_items.c.status.in_(key))
+            query = _FOR_SESSION[key] = query.order_by(
+                queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id
+            )
+        rows = self._conn.execute(query, {"session_id": session_id})
+        return [to_record(QueueItemRecord, row) for row in rows]
 
     def count_open(self, session_id: str) -> int:
         return int(
@@ -307,3 +303,6 @@ class QueueRepository:
                 .where(queue_items.c.id == item.id)
                 .values(disposition_detail=detail, updated_at=self._clock())
             )
+
+
+_FOR_SESSION: dict[tuple[QueueStatus, ...], Select[Any]] = {}
