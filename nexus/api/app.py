@@ -23,7 +23,14 @@ from nexus.api import (
     turns,
 )
 from nexus.api.auth import TokenCheck
-from nexus.api.errors import ApiError, api_error_handler, error_body, rejected_handler
+from nexus.api.errors import (
+    UNAVAILABLE,
+    ApiError,
+    api_error_handler,
+    error_body,
+    rejected_handler,
+    unavailable_handler,
+)
 from nexus.api.state import AppState
 from nexus.db import Database
 from nexus.engine.factory import build_engine
@@ -71,6 +78,8 @@ def create_app(
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
+    for unavailable in UNAVAILABLE:
+        app.add_exception_handler(unavailable, unavailable_handler)
     app.include_router(inbound.router)
     app.include_router(events.router)
     app.include_router(entities.router)

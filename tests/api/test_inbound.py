@@ -15,6 +15,7 @@ from nexus.db import Database
 from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ledger.models import Contact, Entity, Event, table_of
 from nexus.settings import Settings
+from tests.support import free_port
 
 TOKEN = "telegram-secret"
 HEADERS = {"X-Telegram-Bot-Api-Secret-Token": TOKEN, "Content-Type": "application/json"}
@@ -169,3 +170,15 @@ def test_ten_concurrent_deliveries_of_one_update_store_one_event(pg_database: Da
     assert _count(pg_database, Contact) == 1
     assert _count(pg_database, Entity) == 1
     assert client.doorbell.events == ["telegram:1"]
+
+
+@pytest.mark.postgres
+def test_an_unreachable_database_is_503_with_the_error_shape() -> None:
+    # Nothing listens on this port: every connection is refused, as while Postgres restarts.
+    gone = Database(f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/nexus")
+    client = Client(gone)
+    response = client.post("/v1/inbound/telegram", _update())
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["type"] == "unavailable"
+    assert response.headers["retry-after"] == "5"
+    assert client.doorbell.events == []  # nothing was recorded, so nothing may ring
