@@ -182,3 +182,19 @@ def test_an_unreachable_database_is_503_with_the_error_shape() -> None:
     assert response.json()["error"]["type"] == "unavailable"
     assert response.headers["retry-after"] == "5"
     assert client.doorbell.events == []  # nothing was recorded, so nothing may ring
+
+
+def test_a_nul_character_from_a_platform_is_kept_as_a_replacement_character(
+    database: Database,
+) -> None:
+    client = Client(database)
+    update = _update(text="before\x00after")
+    update["message"]["from"]["first_name"] = "A\x00da"
+    response = client.post("/v1/inbound/telegram", update)
+    assert response.status_code == 200, response.text
+    with database.unit_of_work() as uow:
+        event = uow.ledger.events.get("telegram:1")
+        payload = uow.ledger.events.payload_of("telegram:1")
+    assert event is not None and event.text == "before\ufffdafter"
+    assert event.sender_name == "A\ufffdda"
+    assert payload["message"]["text"] == "before\ufffdafter"
