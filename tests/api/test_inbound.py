@@ -198,3 +198,9 @@ def test_a_nul_character_from_a_platform_is_kept_as_a_replacement_character(
     assert event is not None and event.text == "before\ufffdafter"
     assert event.sender_name == "A\ufffdda"
     assert payload["message"]["text"] == "before\ufffdafter"
+
+
+def test_an_unknown_route_answers_in_the_error_shape(database: Database) -> None:
+    response = Client(database).post("/v1/no/such/route", b"{}")
+    assert response.status_code == 404
+    assert response.json() == {"error": {"type": "not_found", "message": "Not Found"}}
