@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -91,15 +93,26 @@ def on_fake_model(fake: FakeAnthropicServer) -> dict[str, str]:
     }
 
 
-def running_worker(nodes: Cluster) -> Popen[bytes]:
-    """The worker in the middle of a session run: one was received, and has not ended."""
-    for worker, log in zip(nodes.workers, nodes.logs, strict=True):
-        text = log.read_text()
-        started = text.count("Task nexus.session.run[")
-        ended = sum(text.count(f"] {word}") for word in ("succeeded", "raised", "failed"))
-        if started > ended:
-            return worker
-    raise AssertionError("no worker is running the session")
+def running_worker(nodes: Cluster, *, timeout: float = 10) -> Popen[bytes]:
+    """The worker in the middle of a session run (one was received and has not ended).
+    A ring that finds the session busy ends at once, so wait until only one worker has a
+    run under way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = []
+        for worker, log in zip(nodes.workers, nodes.logs, strict=True):
+            text = log.read_text()
+            started = set(re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] received", text))
+            ended = set(
+                re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] (?:succeeded|raised)", text)
+            )
+            if started - ended:
+                running.append(worker)
+        if len(running) == 1:
+            return running[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(running)} workers are running the session, not one")
+        time.sleep(0.05)
 
 
 def user_texts(view: TurnView) -> list[str]:

@@ -79,8 +79,8 @@ def test_kill_9_mid_turn_under_load_answers_everything_once(
     ) as nodes:
         nodes.send(["first"])
         wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
-        nodes.send(behind, concurrency=4)
         victim = running_worker(nodes)
+        nodes.send(behind, concurrency=4)
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(timeout=10)
         # The survivor takes over once the dead run's 2 s lease lapses and the relay (beat)
