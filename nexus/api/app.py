@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
@@ -23,7 +24,14 @@ from nexus.api import (
     turns,
 )
 from nexus.api.auth import TokenCheck
-from nexus.api.errors import ApiError, api_error_handler, error_body, rejected_handler
+from nexus.api.errors import (
+    UNAVAILABLE,
+    ApiError,
+    api_error_handler,
+    error_body,
+    rejected_handler,
+    unavailable_handler,
+)
 from nexus.api.state import AppState
 from nexus.db import Database
 from nexus.engine.factory import build_engine
@@ -38,6 +46,15 @@ from nexus.settings import Settings
 async def _validation_handler(_request: object, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     return JSONResponse(error_body("invalid_request", str(error.errors())), status_code=422)
+
+
+async def _http_error_handler(_request: object, error: Exception) -> JSONResponse:
+    """Starlette's own errors (no such route, method not allowed) in the one error shape."""
+    assert isinstance(error, HTTPException)
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+    return JSONResponse(
+        error_body(kind, str(error.detail)), status_code=error.status_code, headers=error.headers
+    )
 
 
 def create_app(
@@ -71,6 +88,9 @@ def create_app(
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
+    app.add_exception_handler(HTTPException, _http_error_handler)
+    for unavailable in UNAVAILABLE:
+        app.add_exception_handler(unavailable, unavailable_handler)
     app.include_router(inbound.router)
     app.include_router(events.router)
     app.include_router(entities.router)

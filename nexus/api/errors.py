@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from nexus.adapters.inbound.base import Rejected
+
+log = structlog.get_logger(__name__)
+
+# The database errors that mean "the ledger cannot be reached right now" (refused, reset,
+# shutting down), as opposed to a bug; a caller should retry them.
+UNAVAILABLE = (OperationalError, InterfaceError)
+RETRY_AFTER_S = 5
 
 
 class ApiError(Exception):
@@ -31,3 +40,15 @@ async def rejected_handler(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, Rejected)
     kind = "invalid_signature" if error.status == 401 else "malformed_request"
     return JSONResponse(error_body(kind, error.reason), status_code=error.status)
+
+
+async def unavailable_handler(request: Request, error: Exception) -> JSONResponse:
+    """503 with the usual shape: nothing was recorded, so a platform (or a client) retries;
+    never a bare 500, which some platforms treat as final and which drops the connection."""
+    assert isinstance(error, UNAVAILABLE)
+    log.warning("database_unavailable", path=request.url.path, error=type(error.orig).__name__)
+    return JSONResponse(
+        error_body("unavailable", "the ledger database is unreachable; retry later"),
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )

@@ -16,7 +16,7 @@ from nexus.api.session_index import resolve
 from nexus.api.state import AppState
 from nexus.ingest.direct import send_to_session
 from nexus.ledger.enums import MessageSource, QueueMode
-from nexus.ledger.records import SessionLabel
+from nexus.ledger.records import SessionLabel, StorableText
 from nexus.queueing.coordination import Coordination
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=[Depends(require_token)])
@@ -29,9 +29,9 @@ KEEPALIVE_MS = 15_000
 class SendMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     mode: QueueMode | None = None
-    persona: str | None = Field(default=None, min_length=1, max_length=200)
+    persona: StorableText | None = Field(default=None, min_length=1, max_length=200)
     source: MessageSource = MessageSource.HUMAN
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from nexus.api.auth import require_token
 from nexus.api.errors import ApiError
 from nexus.api.state import AppState
-from nexus.ledger.records import SessionLabel, SessionRecord
+from nexus.ledger.records import SessionLabel, SessionRecord, StorableText
 from nexus.ledger.repository import Ledger, NotForkable, NotFound
 from nexus.routing.route import RouteTarget, TargetKind, persona_session_label, route
 
@@ -26,7 +26,7 @@ class RouteRequest(BaseModel):
     session: SessionLabel | None = None
     persona: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
     smart: bool = False
-    content: str = Field(min_length=1, max_length=100_000)
+    content: StorableText = Field(min_length=1, max_length=100_000)
 
     @model_validator(mode="after")
     def _exactly_one_target(self) -> RouteRequest:

@@ -14,7 +14,7 @@ from nexus.api.state import AppState
 from nexus.db import UnitOfWork
 from nexus.ingest.direct import DEFAULT_PERSONA
 from nexus.ledger.enums import QueueMode, SessionOrigin
-from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
+from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, StorableText
 from nexus.ledger.repository import LabelTaken
 
 _auth = [Depends(require_token)]
@@ -27,7 +27,7 @@ class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     label: SessionLabel
-    persona: str = Field(default=DEFAULT_PERSONA, min_length=1, max_length=200)
+    persona: StorableText = Field(default=DEFAULT_PERSONA, min_length=1, max_length=200)
     queue_mode: QueueMode | None = None
 
 

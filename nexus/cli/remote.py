@@ -11,6 +11,7 @@ import json
 import time
 from contextlib import nullcontext
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import typer
@@ -22,6 +23,12 @@ from nexus.settings import Settings
 console = Console()
 errors = Console(stderr=True)
 POLL_SECONDS = 0.2
+
+
+def _segment(label: str) -> str:
+    """A label as one URL path segment: `?`, `#`, `%` and `/` in it stay part of the label
+    (unquoted, `what?` would have addressed the session `what`)."""
+    return quote(label, safe="")
 
 
 def _client(settings: Settings) -> httpx.Client:
@@ -67,7 +74,7 @@ def send(
     if mode:
         body["mode"] = mode
     with _client(settings) as client:
-        queued = _call(client, "POST", f"/v1/sessions/{label}/messages", json=body)
+        queued = _call(client, "POST", f"/v1/sessions/{_segment(label)}/messages", json=body)
         if not wait:
             _print(queued, as_json, f"queued as {queued['queue_item_id']}")
             return
@@ -84,7 +91,7 @@ def _wait_for_answer(
     status = console.status("waiting for the answer…") if console.is_terminal else nullcontext()
     with status:
         while time.monotonic() < deadline:
-            queue = _call(client, "GET", f"/v1/sessions/{label}/queue")
+            queue = _call(client, "GET", f"/v1/sessions/{_segment(label)}/queue")
             item = next((i for i in queue["items"] if i["id"] == item_id), None)
             if item is not None and item["disposition"] is not None:
                 turn_id = item["consumed_by_turn_id"]
@@ -121,7 +128,7 @@ def sessions(settings: Settings, *, persona: str | None, as_json: bool) -> None:
 
 def session(settings: Settings, label: str, *, as_json: bool) -> None:
     with _client(settings) as client:
-        found = _call(client, "GET", f"/v1/sessions/{label}")
+        found = _call(client, "GET", f"/v1/sessions/{_segment(label)}")
     if as_json:
         console.print_json(json.dumps(found))
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from nexus.adapters.inbound.event import NexusEvent
 from nexus.db import UnitOfWork
@@ -47,6 +48,26 @@ def _draft(event: NexusEvent, contact_id: str | None) -> EventDraft:
     )
 
 
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_without_nul(v) for v in value)
+    return value
+
+
+def storable(event: NexusEvent) -> NexusEvent:
+    """The event with every NUL character replaced by U+FFFD. Postgres text and JSONB cannot
+    hold NUL; a platform cannot fix what it sends, so the message is kept, not refused."""
+    dumped = event.model_dump()
+    cleaned = _without_nul(dumped)
+    return event if cleaned == dumped else NexusEvent.model_validate(cleaned)
+
+
 def ingest(uow: UnitOfWork, events: Sequence[NexusEvent], doorbell: Doorbell) -> list[Ingested]:
     """Record `events` in the caller's unit of work; the caller commits, then answers 2xx.
 
@@ -56,7 +77,7 @@ def ingest(uow: UnitOfWork, events: Sequence[NexusEvent], doorbell: Doorbell) ->
     platform sends is dropped without a trace.
     """
     results: list[Ingested] = []
-    for event in events:
+    for event in map(storable, events):
         contact_id = None
         if event.routable and event.sender is not None:
             contact_id = uow.ledger.identity.touch_contact(

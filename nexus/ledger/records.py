@@ -38,6 +38,17 @@ def _check_label(value: str) -> str:
 SessionLabel = Annotated[str, AfterValidator(_check_label)]
 
 
+def _check_storable(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text cannot contain NUL (U+0000): the ledger cannot store it")
+    return value
+
+
+# Free text a caller sends (message content, persona names): anything but NUL, which
+# Postgres text columns cannot hold, so it is refused with the field's name, not a 500.
+StorableText = Annotated[str, AfterValidator(_check_storable)]
+
+
 class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

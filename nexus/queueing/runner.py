@@ -21,7 +21,13 @@ from nexus.engine.service import Engine, TurnOutcome
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ingest.doorbell import Doorbell
 from nexus.ingest.notices import summarize_overflow
-from nexus.ledger.enums import Disposition, MessageSource, QueueStatus, TurnStatus
+from nexus.ledger.enums import (
+    OPEN_QUEUE_STATUSES,
+    Disposition,
+    MessageSource,
+    QueueStatus,
+    TurnStatus,
+)
 from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
 from nexus.queueing.coordination import Coordination, KeepAlive
 from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS, Idle, Run, WaitUntil, next_work
@@ -167,7 +173,13 @@ class SessionRunner:
 
     def _step(self, session_id: str) -> str:
         with self.database.unit_of_work() as uow:
-            queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
+            waiting = uow.ledger.queue.for_session(session_id, statuses=OPEN_QUEUE_STATUSES)
+            if waiting and waiting[0].status == QueueStatus.CLAIMED:
+                # The oldest input is claimed by another run, one that lost the lease without
+                # knowing (Redis flushed or restarted): taking a later input would answer out
+                # of order. Step aside; that run settles it, or the relay rings if it died.
+                return "idle"
+            queued = [item for item in waiting if item.status == QueueStatus.QUEUED]
             plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
             if isinstance(plan, Idle):
                 return "idle"

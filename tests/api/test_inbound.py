@@ -15,6 +15,7 @@ from nexus.db import Database
 from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ledger.models import Contact, Entity, Event, table_of
 from nexus.settings import Settings
+from tests.support import free_port
 
 TOKEN = "telegram-secret"
 HEADERS = {"X-Telegram-Bot-Api-Secret-Token": TOKEN, "Content-Type": "application/json"}
@@ -169,3 +170,37 @@ def test_ten_concurrent_deliveries_of_one_update_store_one_event(pg_database: Da
     assert _count(pg_database, Contact) == 1
     assert _count(pg_database, Entity) == 1
     assert client.doorbell.events == ["telegram:1"]
+
+
+@pytest.mark.postgres
+def test_an_unreachable_database_is_503_with_the_error_shape() -> None:
+    # Nothing listens on this port: every connection is refused, as while Postgres restarts.
+    gone = Database(f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/nexus")
+    client = Client(gone)
+    response = client.post("/v1/inbound/telegram", _update())
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["type"] == "unavailable"
+    assert response.headers["retry-after"] == "5"
+    assert client.doorbell.events == []  # nothing was recorded, so nothing may ring
+
+
+def test_a_nul_character_from_a_platform_is_kept_as_a_replacement_character(
+    database: Database,
+) -> None:
+    client = Client(database)
+    update = _update(text="before\x00after")
+    update["message"]["from"]["first_name"] = "A\x00da"
+    response = client.post("/v1/inbound/telegram", update)
+    assert response.status_code == 200, response.text
+    with database.unit_of_work() as uow:
+        event = uow.ledger.events.get("telegram:1")
+        payload = uow.ledger.events.payload_of("telegram:1")
+    assert event is not None and event.text == "before\ufffdafter"
+    assert event.sender_name == "A\ufffdda"
+    assert payload["message"]["text"] == "before\ufffdafter"
+
+
+def test_an_unknown_route_answers_in_the_error_shape(database: Database) -> None:
+    response = Client(database).post("/v1/no/such/route", b"{}")
+    assert response.status_code == 404
+    assert response.json() == {"error": {"type": "not_found", "message": "Not Found"}}

@@ -90,3 +90,16 @@ def test_the_tree_endpoint_shows_turns_and_forks(database: Database, clock: Fake
     assert [t["query"] for t in tree["turns"]] == ["one", "two"]
     assert tree["turns"][0]["branches"] == [{"kind": "fork", "session": "what-if", "task": None}]
     assert client.get("/v1/sessions/dm:nobody/tree", headers=AUTH).status_code == 404
+
+
+def test_nul_in_content_persona_or_label_is_a_clean_client_error(database: Database) -> None:
+    # Postgres text cannot hold NUL: these were 500s (a ValueError from the driver).
+    client = TestClient(create_app(Settings(api_tokens="tok"), database, RecordingDoorbell()))
+    sent = client.post("/v1/sessions/main/messages", json={"content": "a\x00b"}, headers=AUTH)
+    assert sent.status_code == 422 and "NUL" in sent.json()["error"]["message"]
+    persona = client.post("/v1/sessions", json={"label": "x", "persona": "p\x00"}, headers=AUTH)
+    assert persona.status_code == 422 and "NUL" in persona.json()["error"]["message"]
+    for path in ("/v1/sessions/a%00b", "/v1/sessions/a%00b/turns", "/v1/sessions/a%00b/queue"):
+        assert client.get(path, headers=AUTH).status_code == 404, path
+    with database.unit_of_work() as uow:
+        assert uow.ledger.sessions.resolve("main") is None  # nothing half-written

@@ -301,3 +301,47 @@ def test_a_steer_backlog_message_waits_for_the_next_turn_instead(
     setup.rig.model.push(answer_while_steered, Say("Dates: May."))
     assert setup.runner.run(setup.session_id).turns == 2
     assert _chain_texts(setup) == [["summarise the report"], ["and the dates"]]
+
+
+def test_a_run_never_answers_past_an_input_another_run_still_holds(
+    database: Database, clock: FakeClock
+) -> None:
+    """Redis flushed: two runs of one session step at once. The one whose lease vanished
+    claims m1 between our first and second turn; we must not answer m2 ahead of it."""
+    setup = _setup(database, clock)
+    ids = [_enqueue(setup, f"m{n}") for n in range(3)]
+    steps = 0
+
+    class RacedRunner(SessionRunner):
+        def _step(self, session_id: str) -> str:
+            nonlocal steps
+            steps += 1
+            if steps == 2:  # the other run claims the oldest input left
+                with database.unit_of_work() as uow:
+                    epoch = uow.ledger.sessions.claim(session_id)
+                    uow.ledger.queue.claim_ids([ids[1]], epoch=epoch, lease_ms=60_000)
+                    uow.commit()
+            return super()._step(session_id)
+
+    raced = RacedRunner(
+        database=database,
+        engine=setup.rig.engine,
+        coordination=setup.coordination,
+        doorbell=setup.doorbell,
+        clock=clock,
+    )
+    assert raced.run(setup.session_id).turns == 1
+    assert _chain_texts(setup) == [["m0"]]
+    assert [i.status for i in _items(setup)] == [
+        QueueStatus.DONE,
+        QueueStatus.CLAIMED,
+        QueueStatus.QUEUED,
+    ]
+    # The other run is fenced and hands m1 back: the next run answers m1, then m2.
+    with database.unit_of_work() as uow:
+        item = uow.ledger.queue.get(ids[1])
+        assert item is not None and item.claimed_epoch is not None
+        uow.ledger.queue.release([ids[1]], epoch=item.claimed_epoch)
+        uow.commit()
+    assert setup.runner.run(setup.session_id).turns == 2
+    assert _chain_texts(setup) == [["m0"], ["m1"], ["m2"]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -16,10 +18,13 @@ from nexus.ledger.enums import QueueMode, QueueStatus, TurnStatus
 from nexus.ledger.records import NewSession, QueueItemRecord, TurnView
 from nexus.ledger.repository.identity import auto_entity_id
 from nexus.settings import Settings
+from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.integration.processes import fast_beat
 from tests.integration.worker_process import celery_worker, worker_environment
 from workers.app import create_celery
 from workers.doorbell import CeleryDoorbell
 
+MODEL = "claude-sonnet-4-6"
 SENDER = "4242"
 THREADS = 4  # route the next message while a turn runs, as any real deployment does
 LABEL = f"dm:{auto_entity_id('telegram', SENDER)}"
@@ -79,6 +84,37 @@ class Cluster:
         return "\n".join(path.read_text() for path in self.logs)
 
 
+def on_fake_model(fake: FakeAnthropicServer) -> dict[str, str]:
+    """Worker settings whose model is the loopback fake, through the real SDK."""
+    return {
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "NEXUS_MODEL": MODEL,
+    }
+
+
+def running_worker(nodes: Cluster, *, timeout: float = 10) -> Popen[bytes]:
+    """The worker in the middle of a session run (one was received and has not ended).
+    A ring that finds the session busy ends at once, so wait until only one worker has a
+    run under way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = []
+        for worker, log in zip(nodes.workers, nodes.logs, strict=True):
+            text = log.read_text()
+            started = set(re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] received", text))
+            ended = set(
+                re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] (?:succeeded|raised)", text)
+            )
+            if started - ended:
+                running.append(worker)
+        if len(running) == 1:
+            return running[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(running)} workers are running the session, not one")
+        time.sleep(0.05)
+
+
 def user_texts(view: TurnView) -> list[str]:
     return [m.content["text"] for m in view.messages if m.role.value == "user"]
 
@@ -96,8 +132,14 @@ def cluster(
     workers: int = 1,
     extra_env: dict[str, str] | None = None,
     capabilities: tuple[str, ...] = (),
+    worker_app: str = "workers.main",
+    beat: bool = False,
 ) -> Iterator[Cluster]:
-    """A session in `mode` for one Telegram sender, and `workers` worker processes."""
+    """A session in `mode` for one Telegram sender, and `workers` worker processes.
+
+    `beat`: a beat ticking every second too (the workers then also take the timer queue),
+    so the relay re-rings lost doorbells as it does in production, only sooner.
+    """
     environment = {
         **worker_environment(database.url),
         "NEXUS_SESSION_LEASE_MS": "2000",
@@ -123,12 +165,15 @@ def cluster(
         broker_prefix=environment["NEXUS_BROKER_PREFIX"],
     )
     doorbell = CeleryDoorbell(create_celery(settings))
+    queues = "events,sessions,timer" if beat else "events,sessions"
     with ExitStack() as stack:
         logs = [tmp_path / f"worker{n}.log" for n in range(workers)]
         started = [
             stack.enter_context(
-                celery_worker(environment, log, queues="events,sessions", threads=THREADS)
+                celery_worker(environment, log, queues=queues, threads=THREADS, app=worker_app)
             )
             for log in logs
         ]
+        if beat:
+            stack.enter_context(fast_beat(environment, tmp_path / "beat.log"))
         yield Cluster(database, environment, doorbell, session.id, started, logs)

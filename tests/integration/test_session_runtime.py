@@ -20,27 +20,17 @@ from nexus.ingest.router import QueuePolicy, process_event
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.integration.session_support import cluster, completed, user_texts
+from tests.integration.session_support import cluster, completed, on_fake_model, user_texts
 from tests.integration.worker_process import celery_worker, wait_for
 from tests.services import REDIS_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
-MODEL = "claude-sonnet-4-6"
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropicServer]:
     with FakeAnthropicServer() as server:
         yield server
-
-
-def _on_fake(fake: FakeAnthropicServer) -> dict[str, str]:
-    """Workers whose model is the loopback fake, through the real SDK."""
-    return {
-        "ANTHROPIC_API_KEY": "sk-test",
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "NEXUS_MODEL": MODEL,
-    }
 
 
 def test_300_concurrent_messages_make_one_linear_chain_in_arrival_order(
@@ -77,7 +67,9 @@ def test_collect_turns_20_messages_during_a_slow_turn_into_one(
 ) -> None:
     fake.reply_text("a slow answer " * 10, chunks=20, delay_s=0.15)  # ~3 s
     fake.reply_text("all twenty, answered together")
-    with cluster(pg_database, tmp_path, mode=QueueMode.COLLECT, extra_env=_on_fake(fake)) as nodes:
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.COLLECT, extra_env=on_fake_model(fake)
+    ) as nodes:
         nodes.send(["first"])
         wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
         nodes.send([f"c{n:02d}" for n in range(20)])
@@ -103,7 +95,7 @@ def test_an_interrupt_aborts_a_streaming_turn_within_a_second(
     fake.reply_text("word " * 50, chunks=50, delay_s=0.1)  # a 5-second stream
     fake.reply_text("sure, the new question then")
     with cluster(
-        pg_database, tmp_path, mode=QueueMode.INTERRUPT, extra_env=_on_fake(fake)
+        pg_database, tmp_path, mode=QueueMode.INTERRUPT, extra_env=on_fake_model(fake)
     ) as nodes:
         nodes.send(["tell me everything"])
         wait_for(lambda: len(fake.requests) == 1, what="the stream to start")
@@ -141,7 +133,7 @@ def test_a_steer_joins_the_tool_using_turn_before_its_next_model_call(
         pg_database,
         tmp_path,
         mode=QueueMode.STEER,
-        extra_env=_on_fake(fake),
+        extra_env=on_fake_model(fake),
         capabilities=("current_time",),
     ) as nodes:
         nodes.send(["what time is it?"])
@@ -164,7 +156,9 @@ def test_kill_9_mid_turn_is_answered_once_after_a_restart(
 ) -> None:
     fake.reply_text("this answer never finishes " * 20, chunks=40, delay_s=0.25)
     fake.reply_text("answered after the restart")
-    with cluster(pg_database, tmp_path, mode=QueueMode.QUEUE, extra_env=_on_fake(fake)) as nodes:
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.QUEUE, extra_env=on_fake_model(fake)
+    ) as nodes:
         nodes.send(["are you there?"])
         wait_for(lambda: len(fake.requests) == 1, what="the turn to start")
         os.kill(nodes.workers[0].pid, signal.SIGKILL)
@@ -227,7 +221,7 @@ def test_a_paused_lease_holder_is_fenced_and_the_chain_stays_linear(
     fake.reply_text("slow answer from the paused worker " * 5, chunks=10, delay_s=0.3)
     fake.reply_text("answer from the other worker")
     with cluster(
-        pg_database, tmp_path, mode=QueueMode.QUEUE, workers=2, extra_env=_on_fake(fake)
+        pg_database, tmp_path, mode=QueueMode.QUEUE, workers=2, extra_env=on_fake_model(fake)
     ) as nodes:
         nodes.send(["hello?"])
         wait_for(lambda: len(fake.requests) == 1, what="the first turn to start")
@@ -264,7 +258,9 @@ def test_25_messages_over_a_cap_of_20_drop_5_with_one_notice(
     fake.reply_text("a slow first answer " * 5, chunks=10, delay_s=0.3)  # ~3 s
     for n in range(20):
         fake.reply_text(f"answer {n}")
-    with cluster(pg_database, tmp_path, mode=QueueMode.QUEUE, extra_env=_on_fake(fake)) as nodes:
+    with cluster(
+        pg_database, tmp_path, mode=QueueMode.QUEUE, extra_env=on_fake_model(fake)
+    ) as nodes:
         nodes.send(["first"])
         wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
         nodes.send([f"q{n:02d}" for n in range(25)], concurrency=8)  # four routers race

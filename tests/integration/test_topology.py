@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -18,11 +15,11 @@ from sqlalchemy import text
 from nexus.db import Database
 from nexus.ledger.enums import QueueStatus
 from tests.fakes.platform_server import FakePlatforms
+from tests.integration.processes import nexus_process, telegram_update
 from tests.integration.worker_process import wait_for, worker_environment
 from tests.support import free_port, port_open
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
-NEXUS = Path(sys.prefix) / "bin" / "nexus"
 CANARY = "canary-5e2d8c41"
 SENDERS, PER_SENDER = 10, 10
 FLOWER_AUTH = ("ops", f"{CANARY}-flower")
@@ -44,36 +41,6 @@ def _secrets() -> dict[str, str]:
     }
 
 
-@contextmanager
-def _process(args: list[str], log: Path, environment: dict[str, str]) -> Iterator[Path]:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(NEXUS), *args], env=environment, stdout=out, stderr=subprocess.STDOUT
-        )
-        try:
-            yield log
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-def _update(number: int, sender: int) -> dict[str, object]:
-    user = {"id": 7000 + sender, "is_bot": False, "first_name": f"Person {sender}"}
-    return {
-        "update_id": 900_000 + number,
-        "message": {
-            "message_id": number,
-            "from": user,
-            "chat": {"id": 7000 + sender, "type": "private", "first_name": user["first_name"]},
-            "date": 1_767_225_600 + number,
-            "text": f"message {number} from {sender}",
-        },
-    }
-
-
 def test_the_distributed_topology_handles_100_messages_and_logs_no_secret(
     pg_database: Database, tmp_path: Path
 ) -> None:
@@ -86,16 +53,16 @@ def test_the_distributed_topology_handles_100_messages_and_logs_no_secret(
             "NEXUS_TELEGRAM_API_BASE": platforms.base_url,
             "NEXUS_LOG_LEVEL": "INFO",
         }
-        logs = [
-            stack.enter_context(_process(args, tmp_path / f"{name}.log", environment))
-            for name, args in (
-                ("api", ["api", "--port", str(api_port)]),
-                ("worker1", ["worker", "-n", "worker1@%h", "--concurrency", "2"]),
-                ("worker2", ["worker", "-n", "worker2@%h", "--concurrency", "2"]),
-                ("beat", ["beat"]),
-                ("flower", ["flower", "--port", str(flower_port)]),
-            )
-        ]
+        processes = (
+            ("api", ["api", "--port", str(api_port)]),
+            ("worker1", ["worker", "-n", "worker1@%h", "--concurrency", "2"]),
+            ("worker2", ["worker", "-n", "worker2@%h", "--concurrency", "2"]),
+            ("beat", ["beat"]),
+            ("flower", ["flower", "--port", str(flower_port)]),
+        )
+        logs = [tmp_path / f"{name}.log" for name, _ in processes]
+        for (_, args), log in zip(processes, logs, strict=True):
+            stack.enter_context(nexus_process(args, log, environment))
         wait_for(lambda: port_open(api_port), timeout=60, what="the API")
         wait_for(lambda: port_open(flower_port), timeout=60, what="Flower")
         wait_for(
@@ -107,7 +74,9 @@ def test_the_distributed_topology_handles_100_messages_and_logs_no_secret(
         with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30) as client:
             for number in range(SENDERS * PER_SENDER):
                 sent = client.post(
-                    "/v1/inbound/telegram", json=_update(number, number % SENDERS), headers=headers
+                    "/v1/inbound/telegram",
+                    json=telegram_update(number, number % SENDERS),
+                    headers=headers,
                 )
                 assert sent.status_code == 200, sent.text
 

@@ -33,16 +33,18 @@ def celery_worker(
     queues: str = "events",
     timeout: float = 60,
     threads: int = 0,
+    app: str = "workers.main",
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A `celery worker` subprocess, ready to consume when the block starts.
 
     `threads` > 0 runs a thread pool of that size (events are routed while a turn runs, as
-    with any concurrency above one); 0 runs the solo pool.
+    with any concurrency above one); 0 runs the solo pool. `app` may name a test module that
+    wraps the real app (fault injection).
     """
     log = log_path.open("wb")
     pool = ["-P", "threads", "-c", str(threads)] if threads else ["-P", "solo"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.main", "worker", "-Q", queues,
+        [sys.executable, "-m", "celery", "-A", app, "worker", "-Q", queues,
          *pool, "--without-gossip", "--without-mingle", "--without-heartbeat",
          "-l", "INFO"],
         cwd=ROOT,

@@ -36,6 +36,10 @@ class SessionRepository:
 
     def resolve(self, label: str) -> SessionRecord | None:
         """Seed 002's lookup order: the label itself, else an alias of it, else None."""
+        if "\x00" in label:
+            # No stored label can hold NUL (labels refuse control characters, and Postgres
+            # text cannot hold it at all); asking the database would fail, not miss.
+            return None
         direct = self.get_by_label(label)
         if direct is not None:
             return direct

@@ -1,0 +1,28 @@
+"""The real worker app, made to die (os._exit) right after its first turn commits and
+before Celery acks the task: `celery -A tests.reliability.crash_worker worker`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from workers.main import app, runtime
+
+__all__ = ["app", "runtime"]
+EXIT_CODE = 137  # what a SIGKILL would leave
+
+
+class _DieAfterCommit(logging.Handler):
+    """Sees the runner's `turn_committed` record, which is logged once the turn's unit of
+    work has committed and before the task returns (and so before the late ack)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = record.msg if isinstance(record.msg, dict) else {}
+        if event.get("event") == "turn_committed":
+            sys.stderr.write(f"crash_after_commit turn_id={event.get('turn_id')}\n")
+            sys.stderr.flush()
+            os._exit(EXIT_CODE)
+
+
+logging.getLogger("nexus.queueing.runner").addHandler(_DieAfterCommit())
