@@ -111,10 +111,7 @@ class Engine:
             if persona is None:
                 raise NotFound(f"session {session.label!r} has no persona {session.persona_id!r}")
             context = ledger.threads.read_context(session.thread_id)
-            anchor = None
-            if context.head is not None and context.compaction is not None:
-                anchor_thread = ledger.threads.get_thread(context.head.anchor_turn_id)
-                anchor = anchor_thread.depth if anchor_thread is not None else None
+            anchor = context.anchor_depth if context.compaction is not None else None
             return Snapshot(
                 session=session,
                 persona=persona,

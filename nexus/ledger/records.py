@@ -284,6 +284,9 @@ class ContextRead(Record):
     compaction: CompactionRecord | None
     turns: tuple[TurnView, ...]
     rows_read: int
+    # The depth of the head's anchor (the latest compaction, or the root): how many turns
+    # the context's history holds above the summary is `head.depth - anchor_depth`.
+    anchor_depth: int | None = None
 
 
 class EntityRecord(Record):

@@ -83,6 +83,7 @@ def test_context_without_compaction_is_the_whole_chain(database: Database) -> No
     assert [v.turn.id for v in context.turns] == chain
     assert context.head is not None and context.head.depth == 4
     assert context.rows_read == 1 + 4 + 8
+    assert context.anchor_depth == 1  # never compacted: the root anchors the chain
     assert empty.turns == () and empty.rows_read == 0
 
 
@@ -99,6 +100,7 @@ def test_context_after_compaction_is_summary_plus_kept_turns(database: Database)
     assert context.compaction.summary == "summary through turn 10"
     assert context.compaction.first_kept_turn_id == chain[7]
     assert [v.turn.id for v in context.turns] == chain[7:10] + chain[11:]
+    assert context.anchor_depth == 11  # the compaction turn's own depth
     assert len(everything) == 13  # nothing was deleted: the full thread is still there
 
 

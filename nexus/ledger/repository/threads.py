@@ -83,17 +83,33 @@ class ThreadRepository:
         Older compaction turns inside the kept range are skipped: the newest summary already
         covers them.
         """
-        head = self.get_thread(head_turn_id) if head_turn_id is not None else None
-        if head is None:
+        found = (
+            self._conn.execute(_HEAD_AND_ANCHOR, {"head": head_turn_id}).one_or_none()
+            if head_turn_id is not None
+            else None
+        )
+        if found is None:
             return ContextRead(head=None, compaction=None, turns=(), rows_read=0)
-        compaction = self._compaction(head.anchor_turn_id)
+        row = found._mapping
+        head = ThreadRecord.model_validate({name: row[name] for name in _THREAD_FIELDS})
+        compaction = None
+        if row["c_turn_id"] is not None:
+            compaction = CompactionRecord.model_validate(
+                {name: row[f"c_{name}"] for name in _COMPACTION_FIELDS}
+            )
         stop_at = head.anchor_turn_id
         if compaction is not None and compaction.first_kept_turn_id is not None:
             stop_at = compaction.first_kept_turn_id
         views = self._walk(head.turn_id, stop_at=stop_at, skip_compactions=True)
         rows = 1 + (compaction is not None) + len(views)
         rows += sum(len(view.messages) + len(view.tool_calls) for view in views)
-        return ContextRead(head=head, compaction=compaction, turns=tuple(views), rows_read=rows)
+        return ContextRead(
+            head=head,
+            compaction=compaction,
+            turns=tuple(views),
+            rows_read=rows,
+            anchor_depth=int(row["anchor_depth"]),
+        )
 
     def read_ancestry(self, turn_id: str) -> list[TurnView]:
         """Every turn from the root to `turn_id`, compactions included: the whole thread."""
@@ -111,14 +127,6 @@ class ThreadRepository:
                 statement, {"ids": ids[start : start + _SQLITE_IDS_PER_QUERY]}
             )
         ]
-
-    def _compaction(self, turn_id: str) -> CompactionRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(compactions, CompactionRecord)).where(
-                compactions.c.turn_id == turn_id
-            )
-        ).one_or_none()
-        return None if row is None else to_record(CompactionRecord, row)
 
     def _walk(
         self, head_turn_id: str, *, stop_at: str | None, skip_compactions: bool
@@ -205,6 +213,25 @@ def _of_turns(postgres: bool, table: Table, columns: list[Column[Any]]) -> Selec
         condition = table.c.turn_id.in_(bindparam("ids", expanding=True))
     return select(*columns).where(condition).order_by(table.c.turn_id, table.c.sequence)
 
+
+# The head's thread row, its anchor's depth and the anchor's compaction (when the anchor is
+# one; the root anchors a chain never compacted) in one round trip, by primary keys.
+_anchor = threads.alias("anchor")
+_THREAD_FIELDS = list(ThreadRecord.model_fields)
+_COMPACTION_FIELDS = list(CompactionRecord.model_fields)
+_HEAD_AND_ANCHOR = (
+    select(
+        *columns_for(threads, ThreadRecord),
+        _anchor.c.depth.label("anchor_depth"),
+        *(compactions.c[name].label(f"c_{name}") for name in _COMPACTION_FIELDS),
+    )
+    .select_from(
+        threads.join(_anchor, _anchor.c.turn_id == threads.c.anchor_turn_id).outerjoin(
+            compactions, compactions.c.turn_id == threads.c.anchor_turn_id
+        )
+    )
+    .where(threads.c.turn_id == bindparam("head"))
+)
 
 # Reads run on every turn, so their statements are built once: constructing the CTE and
 # its aliases per call cost more than the queries. Keyed by (postgres?, skip compactions?).
