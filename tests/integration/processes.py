@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.integration.worker_process import ROOT
+from tests.integration.worker_process import ROOT, stop
 
 NEXUS = Path(sys.prefix) / "bin" / "nexus"
 
@@ -27,11 +27,7 @@ def nexus_process(
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process, timeout=30)
 
 
 @contextmanager
@@ -53,11 +49,7 @@ def fast_beat(
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
 
 
 def telegram_update(number: int, sender: int, text: str | None = None) -> dict[str, object]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.worker_process import stop
 from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,11 +43,7 @@ def _running(command: list[str], cwd: Path, environment: dict[str, str]) -> Iter
                 time.sleep(0.2)
             yield log
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
 
 
 def _nexus(cwd: Path, environment: dict[str, str], *args: str) -> str:

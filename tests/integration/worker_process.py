@@ -60,12 +60,18 @@ def celery_worker(
             time.sleep(0.1)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
         log.close()
+
+
+def stop(process: subprocess.Popen[bytes], *, timeout: float = 20) -> None:
+    """Ask a test's process to stop (SIGTERM, as an orchestrator would), then insist."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_for(condition: object, *, timeout: float = 30, what: str = "condition") -> None:
