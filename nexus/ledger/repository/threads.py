@@ -78,8 +78,9 @@ class ThreadRepository:
         """The latest compaction's summary plus the turns from its first kept turn to the head.
 
         A fixed number of index lookups per turn in the context, whatever the depth: the
-        head's thread row, its anchor's compaction (by primary key), then the path from the
-        head back to where the context starts with the turns, messages and tool calls on it.
+        head's thread row joined with its anchor (depth, and compaction if it is one), then
+        the path from the head back to where the context starts, and the messages and tool
+        calls of the turns on it.
         Older compaction turns inside the kept range are skipped: the newest summary already
         covers them.
         """
