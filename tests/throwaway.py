@@ -82,7 +82,7 @@ class ThrowawayPostgres:
         return self.root / "data"
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
     def _as_postgres(self, *args: str) -> None:
         subprocess.run(

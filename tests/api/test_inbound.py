@@ -175,7 +175,7 @@ def test_ten_concurrent_deliveries_of_one_update_store_one_event(pg_database: Da
 @pytest.mark.postgres
 def test_an_unreachable_database_is_503_with_the_error_shape() -> None:
     # Nothing listens on this port: every connection is refused, as while Postgres restarts.
-    gone = Database(f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/nexus")
+    gone = Database(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nexus")
     client = Client(gone)
     response = client.post("/v1/inbound/telegram", _update())
     assert response.status_code == 503, response.text
