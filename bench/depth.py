@@ -7,14 +7,12 @@ The raw ledger reads, on both databases, are `bench.ledger`'s."""
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
 
 from bench import harness
-from bench.ledger import _session
+from bench.ledger import _session, median_ms
 from nexus.db import Database
 from nexus.engine.factory import build_engine
 from nexus.engine.query import QueryMessage
@@ -25,15 +23,6 @@ from tests.support import build_chain
 
 COMPACT_EVERY, KEEP = 50, 10
 QUERY = (QueryMessage(text="and what now?", source=MessageSource.HUMAN),)
-
-
-def median_ms(action: Callable[[], object], repetitions: int) -> float:
-    samples = []
-    for _ in range(repetitions):
-        started = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
 
 
 def engine_for(url: str, database: Database) -> Engine:

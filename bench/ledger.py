@@ -184,7 +184,7 @@ def measure_commits(url: str, *, rounds: int, per_round: int) -> dict[str, Any]:
         database.dispose()
 
 
-def _median_ms(action: Callable[[], object], repetitions: int) -> float:
+def median_ms(action: Callable[[], object], repetitions: int) -> float:
     samples = []
     for _ in range(repetitions):
         started = time.perf_counter()
@@ -219,9 +219,9 @@ def measure_reads(url: str, *, depths: list[int], repetitions: int) -> dict[str,
 
             read = context()
             out[str(depth)] = {
-                "context_ms": _median_ms(context, repetitions),
+                "context_ms": median_ms(context, repetitions),
                 "rows_read": read.rows_read,  # type: ignore[attr-defined]
-                "ancestry_ms": _median_ms(ancestry, max(3, repetitions // 10)),
+                "ancestry_ms": median_ms(ancestry, max(3, repetitions // 10)),
             }
         first, last = str(depths[0]), str(depths[-1])
         out["ratio"] = out[last]["context_ms"] / out[first]["context_ms"]
