@@ -8,11 +8,12 @@ from typing import Any
 from celery.signals import setup_logging
 
 from beat.schedule import SCHEDULE
+from nexus.bootstrap import bootstrap
 from nexus.logs import configure_logging
 from nexus.settings import get_settings
-from workers.app import create_celery
 
-app = create_celery(get_settings())
+# Beat only publishes the tick on a schedule: of its graph it uses the broker's app alone.
+app = bootstrap(get_settings()).celery
 app.conf.beat_schedule = SCHEDULE
 
 

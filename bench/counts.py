@@ -79,7 +79,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
         get_settings.cache_clear()
         from workers import tasks
-        from workers.main import runtime
+
+        runtime = tasks._runtime()
 
         client = TestClient(build())
         database = runtime.database

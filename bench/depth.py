@@ -13,8 +13,8 @@ from sqlalchemy import text
 
 from bench import harness
 from bench.ledger import _session, median_ms
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.engine.factory import build_engine
 from nexus.engine.query import QueryMessage
 from nexus.engine.service import Engine
 from nexus.ledger.enums import MessageSource
@@ -26,7 +26,7 @@ QUERY = (QueryMessage(text="and what now?", source=MessageSource.HUMAN),)
 
 
 def engine_for(url: str, database: Database) -> Engine:
-    return build_engine(Settings(database_url=url, model="scripted"), database)
+    return bootstrap(Settings(database_url=url, model="scripted"), database=database).engine
 
 
 def assemble_context(engine: Engine, session_id: str) -> int:

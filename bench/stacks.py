@@ -15,8 +15,8 @@ from bench import harness
 from bench.harness import Process
 from bench.ledger import _session
 from nexus.db import Database
+from nexus.doorbell import DeferredDoorbell
 from nexus.ingest.direct import send_to_session
-from nexus.ingest.doorbell import DeferredDoorbell
 from nexus.ingest.router import QueuePolicy
 from nexus.ledger.enums import QueueMode
 from nexus.settings import Settings

@@ -6,13 +6,13 @@ from typing import Any
 
 from celery.signals import setup_logging
 
+from nexus.bootstrap import bootstrap_worker
 from nexus.logs import configure_logging
 from nexus.settings import get_settings
-from workers.app import create_celery
-from workers.runtime import WorkerRuntime
 
-app = create_celery(get_settings())
-runtime = WorkerRuntime(app, get_settings())
+# The graph is built here but connects to nothing until used; each forked child replaces
+# it with a fresh one (workers/tasks.py), so no socket crosses a fork.
+app = bootstrap_worker(get_settings()).celery
 
 
 @setup_logging.connect

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import structlog
-from celery import shared_task
+from celery import current_app, shared_task
 from celery.signals import worker_process_init, worker_ready
 from structlog.contextvars import bound_contextvars
 
+from nexus.bootstrap import Nexus, bootstrap_worker
 from nexus.ids import now_ms
 from nexus.ingest.relay import relay
 from nexus.ingest.router import process_event
+from nexus.settings import get_settings
 from nexus.timer.tick import tick
 
 log = structlog.get_logger(__name__)
+_building = threading.Lock()
 
 
-def _runtime() -> Any:
-    from workers.main import runtime
-
-    return runtime
+def _runtime() -> Nexus:
+    """The object graph of this process, which the app it runs carries (`app.nexus`)."""
+    app = current_app._get_current_object()
+    graph: Nexus | None = getattr(app, "nexus", None)
+    if graph is None:
+        # A pool that never forks (threads, solo) gets no worker_process_init: build on
+        # first use, once, however many threads ask at the same moment.
+        with _building:
+            graph = getattr(app, "nexus", None) or bootstrap_worker(get_settings(), celery=app)
+    return graph
 
 
 @shared_task(name="nexus.event.process")
@@ -38,7 +48,7 @@ def _process(event_id: str) -> str:
             runtime.policies,
             runtime.doorbell,
             arrivals=runtime.coordination,
-            queueing=runtime.queueing,
+            queueing=runtime.queue_policy,
         )
         uow.commit()
     log.info(
@@ -108,7 +118,12 @@ def send_delivery(delivery_id: str) -> str:
 
 @worker_process_init.connect
 def _after_fork(**_: Any) -> None:
-    _runtime().after_fork()
+    """A forked child builds its own graph: it must not share its parent's sockets."""
+    app = current_app._get_current_object()
+    inherited: Nexus | None = getattr(app, "nexus", None)
+    if inherited is not None:
+        inherited.close()
+    bootstrap_worker(get_settings(), celery=app)
 
 
 @worker_ready.connect
@@ -126,4 +141,5 @@ def _relay_on_start(**_: Any) -> None:
         deliveries_resent=recovered.resent,
         deliveries_failed=recovered.failed,
     )
-    runtime.after_fork()
+    # Children forked from here on must not inherit this process's pooled connections.
+    runtime.close()

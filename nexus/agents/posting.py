@@ -6,7 +6,7 @@ from functools import partial
 from typing import Any
 
 from nexus.db import UnitOfWork
-from nexus.ingest.doorbell import Doorbell
+from nexus.doorbell import Doorbell
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import EventDraft, NewQueueItem
 

@@ -9,10 +9,10 @@ from nexus.access.keys import worker_key
 from nexus.agents.posting import post
 from nexus.agents.results import deliver
 from nexus.db import Database, UnitOfWork
+from nexus.doorbell import Doorbell
 from nexus.engine.model import ToolSpec
 from nexus.engine.tools import Tool, ToolContext, ToolFailure
 from nexus.ids import new_id
-from nexus.ingest.doorbell import Doorbell
 from nexus.ledger.enums import QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionRecord
 

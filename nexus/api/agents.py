@@ -172,7 +172,7 @@ def list_capabilities(request: Request) -> dict[str, Any]:
     return {
         "items": [
             {"id": c.id, "name": c.name, "description": c.description, "status": c.status}
-            for c in _state(request).engine.capabilities.all()
+            for c in _state(request).capabilities.all()
         ]
     }
 
@@ -180,7 +180,7 @@ def list_capabilities(request: Request) -> dict[str, Any]:
 @router.put("/agents/{agent_id}/capabilities")
 def set_capabilities(agent_id: str, body: CapabilitiesRequest, request: Request) -> dict[str, Any]:
     """Replace the persona's capabilities; the list's order is the order they apply in."""
-    registry = _state(request).engine.capabilities
+    registry = _state(request).capabilities
     known = {c.id: c for c in registry.all()}
     seen: set[str] = set()
     for capability_id in body.capabilities:

@@ -9,7 +9,6 @@ from starlette.exceptions import HTTPException
 
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
-from nexus.adapters.inbound.registry import build_adapters
 from nexus.api import (
     agents,
     entities,
@@ -33,14 +32,7 @@ from nexus.api.errors import (
     unavailable_handler,
 )
 from nexus.api.state import AppState
-from nexus.db import Database
-from nexus.engine.factory import build_engine
-from nexus.engine.service import Engine
-from nexus.ids import Clock, now_ms
-from nexus.ingest.doorbell import Doorbell
-from nexus.ingest.router import QueuePolicy
-from nexus.queueing.coordination import Coordination, coordination_for
-from nexus.settings import Settings
+from nexus.bootstrap import Nexus
 
 
 async def _validation_handler(_request: object, error: Exception) -> JSONResponse:
@@ -57,33 +49,25 @@ async def _http_error_handler(_request: object, error: Exception) -> JSONRespons
     )
 
 
-def create_app(
-    settings: Settings,
-    database: Database,
-    doorbell: Doorbell,
-    *,
-    clock: Clock = now_ms,
-    open_on_loopback: bool = False,
-    engine: Engine | None = None,
-    coordination: Coordination | None = None,
-) -> FastAPI:
-    """An app bound to one database and doorbell (the entry point chooses both).
+def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
+    """An app over one object graph (the entry point bootstraps it).
 
     `open_on_loopback` lets callers on this machine in without a token when no
     NEXUS_API_TOKENS are set; only the embedded `nexus dev` asks for it.
     """
+    settings = nexus.settings
     api_tokens = settings.api_tokens.get_secret_value() if settings.api_tokens else None
     app = FastAPI(title="Nexus", version=__version__, docs_url="/docs")
     app.state.nexus = AppState(
         settings=settings,
-        database=database,
-        adapters=build_adapters(settings),
-        doorbell=doorbell,
-        clock=clock,
+        database=nexus.database,
+        adapters=nexus.inbound_adapters,
+        doorbell=nexus.doorbell,
+        clock=nexus.clock,
         tokens=TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback),
-        engine=engine or build_engine(settings, database, doorbell=doorbell),
-        coordination=coordination or coordination_for(settings),
-        queueing=QueuePolicy(cap=settings.queue_cap, drop=settings.queue_drop_policy),
+        capabilities=nexus.capabilities,
+        coordination=nexus.coordination,
+        queueing=nexus.queue_policy,
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from nexus.adapters.inbound.event import NexusEvent
 from nexus.api.auth import require_token
 from nexus.api.errors import ApiError
 from nexus.api.state import AppState
+from nexus.event import NexusEvent
 from nexus.ingest.service import ingest
 
 router = APIRouter(prefix="/v1/events", tags=["events"], dependencies=[Depends(require_token)])

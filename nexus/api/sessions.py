@@ -12,9 +12,8 @@ from nexus.agents.tree import session_tree
 from nexus.api.auth import require_token
 from nexus.api.errors import ApiError
 from nexus.api.state import AppState
-from nexus.engine.factory import ModelUnavailable
-from nexus.engine.service import CompactionOutcome
-from nexus.ledger.enums import CompactionTrigger, Disposition, QueueStatus
+from nexus.ingest.direct import request_compaction
+from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import QueueItemRecord, SessionRecord
 from nexus.ledger.repository import NotFound
 
@@ -28,44 +27,31 @@ class CompactRequest(BaseModel):
 
 
 class CompactResponse(BaseModel):
-    status: str  # committed | nothing
-    turn_id: str | None
-    turns_summarized: int
-    fallback: bool
+    """The compaction is queued: the session's runner carries it out in queue order, under
+    its lease; the queue item's disposition (and `consumed_by_turn_id`) tells the outcome."""
+
+    status: str  # queued
+    session: str
+    queue_item_id: str
 
 
-def _compact(state: AppState, label: str, instructions: str | None) -> CompactionOutcome:
+def _compact(state: AppState, label: str, instructions: str | None) -> CompactResponse:
     with state.database.unit_of_work() as uow:
         session = uow.ledger.sessions.resolve(label)
         if session is None:
             raise ApiError(404, "not_found", f"no session labelled {label!r}")
-        epoch = uow.ledger.sessions.claim(session.id)
+        item_id = request_compaction(uow, session, state.doorbell, instructions=instructions)
         uow.commit()
-    return state.engine.compact(
-        session.id, epoch=epoch, trigger=CompactionTrigger.MANUAL, instructions=instructions
-    )
+    return CompactResponse(status="queued", session=session.label, queue_item_id=item_id)
 
 
-@router.post("/{label:path}/compact")
+@router.post("/{label:path}/compact", status_code=202)
 async def compact(
     label: str, request: Request, body: CompactRequest | None = None
 ) -> CompactResponse:
-    """Summarise the session's context now; every turn stays in the ledger."""
+    """Queue a compaction of the session's context; every turn stays in the ledger."""
     state: AppState = request.app.state.nexus
-    try:
-        outcome = await run_in_threadpool(
-            _compact, state, label, body.instructions if body else None
-        )
-    except ModelUnavailable as error:
-        raise ApiError(503, "model_unavailable", str(error)) from error
-    if outcome.status == "fenced":
-        raise ApiError(409, "conflict", "a turn committed meanwhile; retry the compaction")
-    return CompactResponse(
-        status=outcome.status,
-        turn_id=outcome.turn_id,
-        turns_summarized=outcome.turns_summarized,
-        fallback=outcome.fallback,
-    )
+    return await run_in_threadpool(_compact, state, label, body.instructions if body else None)
 
 
 class QueueItemView(BaseModel):

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from nexus.adapters.inbound.base import InboundAdapter
 from nexus.api.auth import TokenCheck
 from nexus.db import Database
-from nexus.engine.service import Engine
+from nexus.doorbell import Doorbell
+from nexus.engine.capabilities import CapabilityRegistry
 from nexus.ids import Clock
-from nexus.ingest.doorbell import Doorbell
 from nexus.ingest.router import QueuePolicy
 from nexus.queueing.coordination import Coordination
 from nexus.settings import Settings
@@ -23,7 +23,7 @@ class AppState:
     doorbell: Doorbell
     clock: Clock
     tokens: TokenCheck
-    engine: Engine
+    capabilities: CapabilityRegistry
     # Signals for a running turn (abort, steer) and the SSE stream's source.
     coordination: Coordination
     queueing: QueuePolicy

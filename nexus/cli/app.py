@@ -152,18 +152,15 @@ def merge(
     into: str = typer.Option(..., "--into", help="The entity they merge into."),
 ) -> None:
     """Merge entities into one person; their DM sessions get aliases to one primary."""
-    from nexus.db import Database
+    from nexus.bootstrap import bootstrap
     from nexus.identity.merge import merge_entities
     from nexus.ledger.repository import LedgerError
-    from workers.doorbell import doorbell_for
 
-    settings = _settings()
-    database = Database(settings.database_url)
+    nexus = bootstrap(_settings())
+    database = nexus.database
     try:
         with database.unit_of_work() as uow:
-            result = merge_entities(
-                uow, into=into, merged=entities, doorbell=doorbell_for(settings)
-            )
+            result = merge_entities(uow, into=into, merged=entities, doorbell=nexus.doorbell)
             uow.commit()
     except LedgerError as error:
         errors.print(f"[red]merge refused[/red]: {error}")
@@ -204,11 +201,13 @@ def fork_command(
 def compact_command(
     session: str = typer.Argument(..., help="Session label (aliases are followed)."),
     instructions: str | None = typer.Argument(None, help="What the summary should focus on."),
+    timeout: float = typer.Option(120.0, help="Seconds to wait for the session to get to it."),
 ) -> None:
-    """Compact SESSION now; history stays, the context starts from the summary."""
-    from nexus.cli.conversation import compact
+    """Compact SESSION: queued through the API, carried out by the session's runner in
+    order; history stays, the context starts from the summary."""
+    from nexus.cli.remote import compact
 
-    compact(_settings(), session, instructions)
+    compact(_settings(), session, instructions, timeout_s=timeout)
 
 
 @app.command("queue")

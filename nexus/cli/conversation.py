@@ -1,4 +1,4 @@
-"""CLI commands on the turn tree: show a turn, fork from it, compact a session."""
+"""CLI commands on the turn tree: show a turn, fork from it, the queue, the tree."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ errors = Console(stderr=True)
 
 
 def _database(settings: Settings) -> Database:
-    return Database(settings.database_url)
+    from nexus.bootstrap import bootstrap
+
+    return bootstrap(settings).database
 
 
 def turn(settings: Settings, turn_id: str, *, as_json: bool) -> None:
@@ -56,40 +58,6 @@ def fork(settings: Settings, turn_id: str, *, label: str | None, as_json: bool) 
         console.print_json(session.model_dump_json())
     else:
         console.print(f"forked [bold]{session.label}[/bold] at {turn_id}")
-
-
-def compact(settings: Settings, session_label: str, instructions: str | None) -> None:
-    """Compact the session now, with optional instructions for the summariser."""
-    from nexus.engine.factory import ModelUnavailable, build_engine
-    from nexus.ledger.enums import CompactionTrigger
-    from nexus.ledger.repository import LedgerError
-
-    database = _database(settings)
-    try:
-        with database.unit_of_work() as uow:
-            session = uow.ledger.sessions.resolve(session_label)
-            if session is None:
-                errors.print(f"[red]no session[/red] {session_label!r}")
-                raise typer.Exit(1)
-            epoch = uow.ledger.sessions.claim(session.id)
-            uow.commit()
-        engine = build_engine(settings, database)
-        outcome = engine.compact(
-            session.id, epoch=epoch, trigger=CompactionTrigger.MANUAL, instructions=instructions
-        )
-    except (LedgerError, ModelUnavailable) as error:
-        errors.print(f"[red]compaction failed[/red]: {error}")
-        raise typer.Exit(1) from error
-    finally:
-        database.dispose()
-    if outcome.status == "nothing":
-        console.print("nothing to compact: the session has no turns in context")
-    elif outcome.status == "fenced":
-        errors.print("[yellow]a turn committed meanwhile; run the command again[/yellow]")
-        raise typer.Exit(1)
-    else:
-        note = " (digest: the summariser was unavailable)" if outcome.fallback else ""
-        console.print(f"compacted {outcome.turns_summarized} turns into {outcome.turn_id}{note}")
 
 
 def queue(settings: Settings, session_label: str, *, cancel: str | None, as_json: bool) -> None:

@@ -18,7 +18,6 @@ from nexus.settings import Settings
 
 TICK_SECONDS = 60.0
 WORKER_THREADS = 4
-QUEUES = ("events", "sessions", "delivery", "hooks", "timer")
 
 
 @dataclass
@@ -39,13 +38,16 @@ def start_embedded(settings: Settings) -> tuple[Any, Embedded]:
     """Migrate, start the worker thread and the timer; returns the API app to serve."""
     from celery.worker import WorkController
 
+    from nexus.adapters.celery_broker import QUEUES
     from nexus.api.app import create_app
+    from nexus.bootstrap import bootstrap_worker
     from nexus.db.migrate import upgrade
-    from workers.doorbell import CeleryDoorbell
-    from workers.main import app as celery_app
-    from workers.main import runtime
 
     upgrade(settings.database_url)
+    # One graph for the worker and the API: the API rings the worker's in-process broker
+    # and shares its coordination, so abort, steer and the live stream work.
+    nexus = bootstrap_worker(settings)
+    celery_app = nexus.celery
     worker = WorkController(
         app=celery_app,
         hostname="nexus-dev@localhost",
@@ -63,13 +65,8 @@ def start_embedded(settings: Settings) -> tuple[Any, Embedded]:
     threading.Thread(
         target=_tick_every_minute, args=(celery_app, timer_stop), name="nexus-timer", daemon=True
     ).start()
-    api = create_app(
-        settings,
-        runtime.database,
-        CeleryDoorbell(celery_app),
-        open_on_loopback=True,  # no tokens needed from this machine; nobody else gets in
-        coordination=runtime.coordination,  # the worker's own: abort and the stream work
-    )
+    # No tokens needed from this machine; nobody else gets in.
+    api = create_app(nexus, open_on_loopback=True)
     return api, Embedded(worker, worker_thread, timer_stop)
 
 

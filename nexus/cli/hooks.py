@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from nexus.db import Database
+from nexus.bootstrap import bootstrap
 from nexus.ledger.records import EventRecord
 from nexus.settings import Settings
 
@@ -30,7 +30,7 @@ _EVENT_DEFAULTS: dict[str, Any] = {
 
 
 def list_hooks(settings: Settings, *, as_json: bool) -> None:
-    database = Database(settings.database_url)
+    database = bootstrap(settings).database
     try:
         with database.unit_of_work() as uow:
             rows = uow.ledger.hooks.all()
@@ -69,24 +69,15 @@ def read_event(path: Path) -> EventRecord:
 
 def test_hook(settings: Settings, name: str, event_file: Path) -> None:
     """Evaluate NAME on the event and print what it decided; nothing is written."""
-    from nexus.engine.factory import ModelCatalog
-    from nexus.hooks.loader import load_hooks
-    from nexus.hooks.service import HookRunner
-    from nexus.ingest.doorbell import DeferredDoorbell
+    from nexus.doorbell import DeferredDoorbell
 
     event = read_event(event_file)
-    report = load_hooks(settings.hooks_dir)
-    for problem in report.problems:
-        errors.print(f"[yellow]not loaded[/yellow]: {problem}")
-    catalog = ModelCatalog(settings)
-    database = Database(settings.database_url)
-    runner = HookRunner(
-        database=database,
-        hooks=report.hooks,
-        doorbell=DeferredDoorbell(),
-        llm_port=lambda: catalog(settings.default_model),
-        llm_model=settings.default_model,
+    # A dry run rings nothing and leaves the hooks table as it is.
+    nexus = bootstrap(settings, doorbell=DeferredDoorbell())
+    runner = nexus.hook_runner_unsynced(
+        on_problem=lambda p: errors.print(f"[yellow]not loaded[/yellow]: {p}")
     )
+    database = nexus.database
     try:
         invocation, result = runner.dry_run(name, event)
     except KeyError as error:

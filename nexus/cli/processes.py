@@ -40,7 +40,7 @@ def _maxmemory_policy(redis_url: str) -> str | None:
 
 
 def worker(settings: Settings, queues: str, extra: list[str]) -> None:
-    from workers.app import visibility_timeout_s
+    from nexus.adapters.celery_broker import visibility_timeout_s
 
     policy = _maxmemory_policy(settings.redis_url) if settings.redis_url else None
     problems = worker_problems(

@@ -110,6 +110,36 @@ def _wait_for_answer(
     raise typer.Exit(1)
 
 
+def compact(settings: Settings, label: str, instructions: str | None, *, timeout_s: float) -> None:
+    """Queue a compaction through the API and wait for the session's runner to do it."""
+    body = {"instructions": instructions} if instructions else {}
+    with _client(settings) as client:
+        queued = _call(client, "POST", f"/v1/sessions/{_segment(label)}/compact", json=body)
+        item = _wait_for_disposition(client, label, queued["queue_item_id"], timeout_s)
+    turn_id = item["consumed_by_turn_id"]
+    if turn_id is not None:
+        console.print(f"compacted into {turn_id}")
+    elif item["disposition"] == "consumed":
+        console.print(item["detail"] or "nothing to compact")
+    else:
+        errors.print(f"not compacted: {item['disposition']} ({item['detail']})")
+        raise typer.Exit(1)
+
+
+def _wait_for_disposition(
+    client: httpx.Client, label: str, item_id: str, timeout_s: float
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        queue = _call(client, "GET", f"/v1/sessions/{_segment(label)}/queue")
+        item = next((i for i in queue["items"] if i["id"] == item_id), None)
+        if item is not None and item["disposition"] is not None:
+            return dict(item)
+        time.sleep(POLL_SECONDS)
+    errors.print(f"not done within {timeout_s:.0f} s; the compaction stays queued ({item_id})")
+    raise typer.Exit(1)
+
+
 def sessions(settings: Settings, *, persona: str | None, as_json: bool) -> None:
     params = {"persona": persona} if persona else {}
     with _client(settings) as client:

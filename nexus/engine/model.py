@@ -108,6 +108,10 @@ class ModelError(Exception):
         self.status_code = status_code
 
 
+class ModelUnavailable(Exception):
+    """A persona names a model this deployment cannot reach (say, no API key)."""
+
+
 class ModelPort(Protocol):
     """A language model. `stream` is a generator: closing it early cancels the call."""
 

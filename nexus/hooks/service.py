@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 
 from nexus.db import Database, UnitOfWork
+from nexus.doorbell import Doorbell
 from nexus.engine.model import ModelDone, ModelPort, ModelRequest
 from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit, record
 from nexus.hooks.cron import cron_matches
@@ -17,7 +18,6 @@ from nexus.hooks.evaluator import Invocation, evaluate_all
 from nexus.hooks.loader import LoadedHook
 from nexus.hooks.spec import HookContext, HookResult, Routing
 from nexus.ids import Clock, now_ms
-from nexus.ingest.doorbell import Doorbell
 from nexus.ledger.enums import BreakerState, HookMode, MessageSource
 from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewQueueItem, NewSession
 from nexus.routing.route import RouteTarget, route

@@ -8,7 +8,7 @@ from functools import partial
 
 from nexus.access.keys import dm_key
 from nexus.db import UnitOfWork
-from nexus.ingest.doorbell import Doorbell
+from nexus.doorbell import Doorbell
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import NewQueueItem, SessionRecord
 

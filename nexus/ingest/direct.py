@@ -4,13 +4,15 @@ platform message, queued by the same path as the router's, with the same cap and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from nexus.db import UnitOfWork
+from nexus.doorbell import Doorbell
 from nexus.ids import new_id
-from nexus.ingest.doorbell import Doorbell
 from nexus.ingest.router import QUEUED, ArrivalSignals, QueuePolicy, default_queue_mode, queue_into
 from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
-from nexus.ledger.records import EventDraft, NewSession, SessionRecord
+from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
+from nexus.queueing.modes import COMPACT
 
 API_ADAPTER = "api"
 DEFAULT_PERSONA = "atlas"
@@ -64,3 +66,24 @@ def send_to_session(
         uow, session, event, chosen, doorbell, arrivals=arrivals, queueing=queueing or QueuePolicy()
     )
     return Queued(event_id=event_id, queue_item_id=item_id, session=session, mode=chosen)
+
+
+def request_compaction(
+    uow: UnitOfWork, session: SessionRecord, doorbell: Doorbell, *, instructions: str | None
+) -> str:
+    """Queue a compaction of `session`: its runner carries it out under the session's lease,
+    in queue order, so no writer but the runner ever commits to the chain. Returns the
+    queue item's id; the caller commits, and the doorbell rings after."""
+    payload: dict[str, object] = {"command": COMPACT}
+    if instructions is not None:
+        payload["instructions"] = instructions
+    item_id, _ = uow.ledger.queue.enqueue(
+        NewQueueItem(
+            session_id=session.id,
+            mode=QueueMode.QUEUE,
+            source=MessageSource.HUMAN,
+            payload=payload,
+        )
+    )
+    uow.after_commit(partial(doorbell.session_has_work, session.id))
+    return item_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nexus.db import UnitOfWork
-from nexus.ingest.doorbell import Doorbell
+from nexus.doorbell import Doorbell
 
 # An event younger than this is probably still on its first ring; leave it be.
 DEFAULT_GRACE_MS = 5_000

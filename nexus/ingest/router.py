@@ -9,14 +9,14 @@ from typing import Literal, Protocol
 
 from nexus.access.policy import Decision, Delivery, PeerKind, Policy, Principal, decide
 from nexus.db import UnitOfWork
+from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
-from nexus.ingest.doorbell import Doorbell
-from nexus.ingest.notices import drop_over_cap
 from nexus.ledger.enums import EventStatus, MessageSource, QueueMode, SessionOrigin
 from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import NotFound
 from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
 from nexus.queueing.modes import arrival_action
+from nexus.queueing.overflow import drop_over_cap
 
 QUEUED, DENIED = "queued", "denied"
 

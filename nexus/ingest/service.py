@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from nexus.adapters.inbound.event import NexusEvent
 from nexus.db import UnitOfWork
-from nexus.ingest.doorbell import Doorbell
+from nexus.doorbell import Doorbell
+from nexus.event import NexusEvent
 from nexus.ledger.enums import MessageSource
 from nexus.ledger.records import EventDraft
 from nexus.outbound.status import apply_status

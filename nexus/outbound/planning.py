@@ -9,9 +9,9 @@ from __future__ import annotations
 from functools import partial
 
 from nexus.db import UnitOfWork
+from nexus.doorbell import Doorbell
 from nexus.engine.service import CommitHook
 from nexus.engine.turn import TurnResult
-from nexus.ingest.doorbell import Doorbell
 from nexus.ledger.enums import MessageRole, MessageSource, TurnStatus
 from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS, Address, address_for

@@ -16,7 +16,7 @@ from typing import Literal
 import structlog
 
 from nexus.db import Database, UnitOfWork
-from nexus.ingest.doorbell import Doorbell
+from nexus.doorbell import Doorbell
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import RateLimiter, Refused, RetryLater, Sender, SendResult, Sent

@@ -16,6 +16,14 @@ from nexus.ledger.records import QueueItemRecord
 
 DEFAULT_COLLECT_WINDOW_MS = 1_000
 ArrivalAction = Literal["abort", "steer", "none"]
+Command = Literal["compact"]
+# A queue item that asks the session to do something other than answer (`payload.command`):
+# it waits its turn like any input, so it runs under the session's lease, never beside a turn.
+COMPACT: Command = "compact"
+
+
+def command_of(item: QueueItemRecord) -> Command | None:
+    return COMPACT if item.payload.get("command") == COMPACT else None
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,7 @@ class Run:
     items: tuple[QueueItemRecord, ...]
     disposition: Disposition
     mode: QueueMode
+    command: Command | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,9 @@ def next_work(
       run as one turn; until then the session waits (other modes wait behind them, so
       order is kept);
     - followup, queue, steer, steer-backlog (when no turn is running to take it): the
-      oldest item alone, fresh context each.
+      oldest item alone, fresh context each;
+    - a command (a compaction asked for through the API or CLI) runs alone when it is the
+      oldest, and no batch reaches past it, so it lands exactly where it was asked for.
     """
     if not queued:
         return Idle()
@@ -75,6 +86,12 @@ def next_work(
         # conversation is answered in the order it was said.
         return WaitUntil(at_ms=queued[0].available_at)
     ready = [item for item in queued if item.available_at <= now_ms]
+    if (command := command_of(ready[0])) is not None:
+        first = ready[0]
+        return Run(
+            items=(first,), disposition=Disposition.CONSUMED, mode=first.mode, command=command
+        )
+    ready = ready[: next((i for i, item in enumerate(ready) if command_of(item)), len(ready))]
     if any(item.mode == QueueMode.INTERRUPT for item in ready):
         return _batch(ready, QueueMode.INTERRUPT)
     first = ready[0]

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from functools import partial
 
 from nexus.db import UnitOfWork
+from nexus.doorbell import Doorbell
 from nexus.hooks.cron import minutes_to_tick
-from nexus.ingest.doorbell import Doorbell
 from nexus.ledger.enums import MessageSource
 from nexus.ledger.records import EventDraft
 

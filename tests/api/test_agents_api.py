@@ -9,8 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.settings import Settings
 
 AUTH = {"Authorization": "Bearer tok"}
@@ -18,7 +19,11 @@ UNKNOWN = "01JAAAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _client(database: Database) -> TestClient:
-    return TestClient(create_app(Settings(api_tokens="tok"), database, RecordingDoorbell()))
+    return TestClient(
+        create_app(
+            bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+        )
+    )
 
 
 def _create(client: TestClient, name: str, **fields: Any) -> dict[str, Any]:

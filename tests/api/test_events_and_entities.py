@@ -9,8 +9,9 @@ from fastapi.testclient import TestClient
 
 from nexus.access.policy import load_policies
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.ingest.router import process_event
 from nexus.settings import Settings
 
@@ -21,7 +22,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def _client(database: Database, **settings: Any) -> tuple[TestClient, RecordingDoorbell]:
     doorbell = RecordingDoorbell()
     config = Settings(**{"api_tokens": TOKEN, **settings})
-    return TestClient(create_app(config, database, doorbell)), doorbell
+    return TestClient(create_app(bootstrap(config, database=database, doorbell=doorbell))), doorbell
 
 
 def _imessage(event_id: str = "imessage:p:+15551234567/1") -> dict[str, Any]:
@@ -91,11 +92,16 @@ def test_authenticated_routes_refuse_bad_tokens(
 
 
 def test_without_tokens_the_api_is_closed_unless_open_on_loopback(database: Database) -> None:
-    closed = TestClient(create_app(Settings(), database, RecordingDoorbell()))
+    closed = TestClient(
+        create_app(bootstrap(Settings(), database=database, doorbell=RecordingDoorbell()))
+    )
     response = closed.get("/v1/events/x")
     assert response.status_code == 401
     assert "NEXUS_API_TOKENS" in response.json()["error"]["message"]
-    dev = create_app(Settings(), database, RecordingDoorbell(), open_on_loopback=True)
+    dev = create_app(
+        bootstrap(Settings(), database=database, doorbell=RecordingDoorbell()),
+        open_on_loopback=True,
+    )
     assert TestClient(dev, client=("127.0.0.1", 5000)).get("/v1/events/x").status_code == 404
     assert TestClient(dev, client=("203.0.113.9", 5000)).get("/v1/events/x").status_code == 401
 

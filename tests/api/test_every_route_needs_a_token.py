@@ -8,10 +8,10 @@ import re
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.settings import Settings
-from tests.contract.engine_support import build_rig
 from tests.support import FakeClock
 
 
@@ -19,9 +19,8 @@ def test_every_v1_route_but_the_webhooks_refuses_bad_tokens(
     database: Database, clock: FakeClock
 ) -> None:
     app = create_app(
-        Settings(api_tokens="tok"), database, RecordingDoorbell(),
-        engine=build_rig(database, clock).engine,
-    )  # fmt: skip
+        bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    )
     client = TestClient(app)
     checked = []
     # The OpenAPI document is the app's own list of what it serves.

@@ -8,10 +8,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.hooks.loader import load_hooks
 from nexus.hooks.service import HookRunner
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ledger.records import EventDraft
 from nexus.settings import Settings
 from tests.support import FakeClock
@@ -33,7 +34,11 @@ def evaluate(ctx: HookContext) -> HookResult:
 
 
 def _client(database: Database) -> TestClient:
-    return TestClient(create_app(Settings(api_tokens="tok"), database, RecordingDoorbell()))
+    return TestClient(
+        create_app(
+            bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+        )
+    )
 
 
 def _runner(database: Database, clock: FakeClock, tmp_path: Path) -> HookRunner:

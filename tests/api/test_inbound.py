@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import func, select
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.ledger.models import Contact, Entity, Event, table_of
 from nexus.settings import Settings
 from tests.support import free_port
@@ -46,7 +47,7 @@ class Client:
     def __init__(self, database: Database, **settings: Any) -> None:
         self.doorbell = RecordingDoorbell()
         config = Settings(**{"telegram_secret_token": TOKEN, **settings})
-        self.app = create_app(config, database, self.doorbell)
+        self.app = create_app(bootstrap(config, database=database, doorbell=self.doorbell))
 
     def post(self, path: str, body: bytes | dict[str, Any], headers: dict[str, str] | None = None):
         chosen = HEADERS if headers is None else headers

@@ -20,8 +20,9 @@ from twilio.request_validator import RequestValidator
 
 from nexus.adapters.inbound.email import sign as sign_email
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.ledger.models import Event, table_of
 from nexus.settings import Settings
 
@@ -263,7 +264,11 @@ def _app(database: Database) -> TestClient:
         github_webhook_secret=SECRET,
         webhook_secret=WHSEC,  # Standard Webhooks wants a whsec_ key; email uses it as is
     )
-    app = create_app(settings, database, RecordingDoorbell(), clock=lambda: NOW_S * 1000)
+    app = create_app(
+        bootstrap(
+            settings, database=database, doorbell=RecordingDoorbell(), clock=lambda: NOW_S * 1000
+        )
+    )
     return TestClient(app, base_url=BASE)
 
 
@@ -334,7 +339,9 @@ def test_handshakes_are_answered_in_each_platforms_format(pg_database: Database)
 
 
 def test_an_unconfigured_platform_refuses_everything(pg_database: Database) -> None:
-    client = TestClient(create_app(Settings(), pg_database, RecordingDoorbell()))
+    client = TestClient(
+        create_app(bootstrap(Settings(), database=pg_database, doorbell=RecordingDoorbell()))
+    )
     for name, (signer, body, _, _) in CASES.items():
         response = client.post(
             f"/v1/inbound/{name}", content=body, headers=signer(body, SECRET, NOW_S).headers

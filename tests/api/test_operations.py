@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.settings import Settings
 from tests.contract.engine_support import build_rig
 from tests.contract.outbound_support import message
@@ -15,9 +16,10 @@ from tests.support import FakeClock
 
 def _client(database: Database, clock: FakeClock, **settings: object) -> TestClient:
     app = create_app(
-        Settings.model_validate(settings), database, RecordingDoorbell(),
-        engine=build_rig(database, clock).engine,
-    )  # fmt: skip
+        bootstrap(
+            Settings.model_validate(settings), database=database, doorbell=RecordingDoorbell()
+        )
+    )
     return TestClient(app)
 
 

@@ -8,9 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import Say
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
 from tests.support import FakeClock
@@ -21,7 +22,9 @@ UNKNOWN = "01JAAAAAAAAAAAAAAAAAAAAAAA"
 
 def _client(rig: Rig) -> TestClient:
     settings = Settings(api_tokens="tok")
-    return TestClient(create_app(settings, rig.database, RecordingDoorbell(), engine=rig.engine))
+    return TestClient(
+        create_app(bootstrap(settings, database=rig.database, doorbell=RecordingDoorbell()))
+    )
 
 
 def _route(client: TestClient, **body: Any) -> dict[str, Any]:

@@ -6,8 +6,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.ledger.enums import QueueMode
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.settings import Settings
@@ -37,7 +38,9 @@ def client(
     database: Database, rig: Rig, coordination: InProcessCoordination, doorbell: RecordingDoorbell
 ) -> TestClient:
     settings = Settings(api_tokens="tok")
-    app = create_app(settings, database, doorbell, engine=rig.engine, coordination=coordination)
+    app = create_app(
+        bootstrap(settings, database=database, doorbell=doorbell, coordination=coordination)
+    )
     return TestClient(app)
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import ScriptedModel
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
 from tests.contract.engine_support import build_rig
 from tests.support import FakeClock
@@ -15,25 +18,52 @@ from tests.support import FakeClock
 AUTH = {"Authorization": "Bearer tok"}
 
 
-def test_compact_over_http_passes_instructions_and_reports_the_turn(
+def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
     database: Database, clock: FakeClock
 ) -> None:
     rig = build_rig(database, clock)
     session = rig.session("dm:ent_api")
     for text in ("alpha", "beta"):
         rig.say(session.id, text)
-    app = create_app(Settings(api_tokens="tok"), database, RecordingDoorbell(), engine=rig.engine)
+    doorbell = RecordingDoorbell()
+    app = create_app(bootstrap(Settings(api_tokens="tok"), database=database, doorbell=doorbell))
     client = TestClient(app)
     answer = client.post(
         "/v1/sessions/dm:ent_api/compact", json={"instructions": "keep names"}, headers=AUTH
     )
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
-    assert body["status"] == "committed" and body["turns_summarized"] == 2
+    assert answer.status_code == 202, answer.text
+    queued = answer.json()
+    assert queued["status"] == "queued" and queued["session"] == "dm:ent_api"
+    # The API wrote no turn: it queued an item and rang the session.
+    assert doorbell.sessions == [session.id]
+    with database.unit_of_work() as uow:
+        head_before = uow.ledger.sessions.get(session.id)
+    runner = SessionRunner(
+        database=database,
+        engine=rig.engine,
+        coordination=InProcessCoordination(),
+        doorbell=doorbell,
+        clock=clock,
+    )
+    assert runner.run(session.id).turns == 1
+    with database.unit_of_work() as uow:
+        item = uow.ledger.queue.get(queued["queue_item_id"])
+        head = uow.ledger.sessions.get(session.id)
+        assert item is not None and head is not None and head_before is not None
+        view = uow.ledger.threads.get_turn(head.thread_id or "")
+    assert item.disposition == "consumed" and item.consumed_by_turn_id == head.thread_id
+    assert head.thread_id != head_before.thread_id
+    assert view is not None and view.turn.turn_type == "compaction"
     assert isinstance(rig.model, ScriptedModel)
     assert "keep names" in rig.model.requests[-1].system
-    assert client.post("/v1/sessions/dm:ent_api/compact", headers=AUTH).json()["status"] == (
-        "nothing"
+    # Asked again with nothing left in context: answered, without a turn.
+    again = client.post("/v1/sessions/dm:ent_api/compact", headers=AUTH).json()
+    runner.run(session.id)
+    with database.unit_of_work() as uow:
+        settled = uow.ledger.queue.get(again["queue_item_id"])
+    assert settled is not None and settled.consumed_by_turn_id is None
+    assert settled.disposition == "consumed" and "nothing to compact" in (
+        settled.disposition_detail or ""
     )
     missing = client.post("/v1/sessions/dm:nobody/compact", headers=AUTH)
     assert missing.status_code == 404 and "no session" in missing.json()["error"]["message"]
@@ -60,7 +90,9 @@ def test_the_queue_can_be_listed_and_a_waiting_item_cancelled(
         )
         uow.ledger.queue.claim_ids([busy], epoch=1, lease_ms=60_000)
         uow.commit()
-    app = create_app(Settings(api_tokens="tok"), database, RecordingDoorbell(), engine=rig.engine)
+    app = create_app(
+        bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    )
     client = TestClient(app)
     listed = client.get("/v1/sessions/dm:ent_q/queue", headers=AUTH).json()
     assert [i["status"] for i in listed["items"]] == ["queued", "claimed"]
@@ -84,7 +116,9 @@ def test_the_tree_endpoint_shows_turns_and_forks(database: Database, clock: Fake
     with database.unit_of_work() as uow:
         uow.ledger.sessions.fork(first, label="what-if")
         uow.commit()
-    app = create_app(Settings(api_tokens="tok"), database, RecordingDoorbell(), engine=rig.engine)
+    app = create_app(
+        bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    )
     client = TestClient(app)
     tree = client.get("/v1/sessions/dm:ent_tree/tree", headers=AUTH).json()
     assert [t["query"] for t in tree["turns"]] == ["one", "two"]
@@ -94,7 +128,11 @@ def test_the_tree_endpoint_shows_turns_and_forks(database: Database, clock: Fake
 
 def test_nul_in_content_persona_or_label_is_a_clean_client_error(database: Database) -> None:
     # Postgres text cannot hold NUL: these were 500s (a ValueError from the driver).
-    client = TestClient(create_app(Settings(api_tokens="tok"), database, RecordingDoorbell()))
+    client = TestClient(
+        create_app(
+            bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+        )
+    )
     sent = client.post("/v1/sessions/main/messages", json={"content": "a\x00b"}, headers=AUTH)
     assert sent.status_code == 422 and "NUL" in sent.json()["error"]["message"]
     persona = client.post("/v1/sessions", json={"label": "x", "persona": "p\x00"}, headers=AUTH)

@@ -8,9 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.ids import new_id
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ledger.enums import MessageRole, TurnStatus
 from nexus.ledger.records import MessageDraft, ToolCallDraft, TurnDraft
 from nexus.settings import Settings
@@ -21,7 +22,11 @@ UNKNOWN = "01JAAAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _client(database: Database) -> TestClient:
-    return TestClient(create_app(Settings(api_tokens="tok"), database, RecordingDoorbell()))
+    return TestClient(
+        create_app(
+            bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+        )
+    )
 
 
 def _chain(database: Database, count: int = 3) -> list[str]:

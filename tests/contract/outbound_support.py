@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from nexus.adapters.inbound.event import Container, NexusEvent, Sender
 from nexus.adapters.outbound.registry import build_senders
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import Say
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.event import Container, NexusEvent, Sender
 from nexus.ingest.service import ingest
 from nexus.ledger.records import DeliveryRecord, SessionRecord
 from nexus.outbound.planning import reply_hook

@@ -8,15 +8,15 @@ from nexus.agents.results import worker_result_hook
 from nexus.agents.tools import AgentTools
 from nexus.agents.tree import session_tree
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.scripted import CallTools, Say, ScriptedModel
 from nexus.engine.service import Engine
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ledger.enums import QueueMode, SessionOrigin
 from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.queueing.runner import SessionRunner
+from nexus.sessions.runner import SessionRunner
 from tests.support import FakeClock
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from sqlalchemy import event
 
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.hooks.breaker import COOL_DOWN_MS
 from nexus.hooks.loader import load_hooks
 from nexus.hooks.service import HookRunner
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ledger.records import EventDraft
 from nexus.timer.tick import tick, timer_event_id
 from tests.support import FakeClock

@@ -12,9 +12,9 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from nexus.access.policy import load_policies
-from nexus.adapters.inbound.event import Container, NexusEvent
 from nexus.db import Database
 from nexus.engine.scripted import Say
+from nexus.event import Container, NexusEvent
 from nexus.identity.merge import merge_entities
 from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest

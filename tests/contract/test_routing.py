@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from nexus.access.policy import load_policies, parse_policies
-from nexus.adapters.inbound.event import Container, NexusEvent, Sender
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
+from nexus.event import Container, NexusEvent, Sender
 from nexus.identity.merge import merge_entities
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ingest.relay import relay
 from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 
 from nexus.access.policy import load_policies
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import CallTools, Fail, Say
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.ingest.router import QueuePolicy, process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.queueing.runner import ABORT_POLL_MS, SessionRunner
+from nexus.sessions.runner import ABORT_POLL_MS, SessionRunner
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
 from tests.contract.test_routing import _message
 from tests.support import FakeClock

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from subprocess import Popen
 
-from nexus.adapters.inbound.event import Container, NexusEvent, Sender
+from nexus.adapters.celery_broker import CeleryDoorbell, create_celery
 from nexus.db import Database
+from nexus.event import Container, NexusEvent, Sender
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import QueueMode, QueueStatus, TurnStatus
 from nexus.ledger.records import NewSession, QueueItemRecord, TurnView
@@ -21,8 +22,6 @@ from nexus.settings import Settings
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.integration.processes import fast_beat
 from tests.integration.worker_process import celery_worker, worker_environment
-from workers.app import create_celery
-from workers.doorbell import CeleryDoorbell
 
 MODEL = "claude-sonnet-4-6"
 SENDER = "4242"

@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from nexus.adapters.inbound.event import Container, NexusEvent, Sender
+from nexus.adapters.celery_broker import CeleryDoorbell, create_celery
 from nexus.db import Database
+from nexus.event import Container, NexusEvent, Sender
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
 from nexus.settings import Settings
 from tests.fakes.platform_server import FakePlatforms
 from tests.integration.worker_process import celery_worker, wait_for, worker_environment
-from workers.app import create_celery
-from workers.doorbell import CeleryDoorbell
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 LEASE_MS = 1_500

@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import func, select
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.ingest.doorbell import RecordingDoorbell
+from nexus.doorbell import RecordingDoorbell
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import EventStatus
 from nexus.ledger.models import Event, QueueItem, table_of
@@ -20,8 +21,6 @@ from nexus.settings import Settings
 from tests.api.test_inbound import HEADERS, TOKEN, _update
 from tests.contract.test_routing import _message
 from tests.integration.worker_process import celery_worker, wait_for, worker_environment
-from workers.app import create_celery
-from workers.doorbell import CeleryDoorbell
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -49,7 +48,7 @@ def test_ten_concurrent_deliveries_make_one_event_and_one_queue_item(
         broker_prefix=environment["NEXUS_BROKER_PREFIX"],
         telegram_secret_token=TOKEN,
     )
-    app = create_app(settings, pg_database, CeleryDoorbell(create_celery(settings)))
+    app = create_app(bootstrap(settings, database=pg_database))
 
     async def deliver_ten() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app)

@@ -15,7 +15,7 @@ import redis
 from nexus.access.policy import load_policies
 from nexus.agents.posting import post
 from nexus.db import Database
-from nexus.ingest.doorbell import DeferredDoorbell
+from nexus.doorbell import DeferredDoorbell
 from nexus.ingest.router import QueuePolicy, process_event
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord

@@ -12,9 +12,10 @@ import pytest
 import uvicorn
 
 from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import Say
-from nexus.ingest.doorbell import RecordingDoorbell
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
@@ -31,9 +32,13 @@ def served(database: Database, clock: FakeClock) -> Iterator[tuple[str, Rig]]:
     rig = build_rig(database, clock)
     rig.engine.publisher = coordination
     app = create_app(
-        Settings(api_tokens="tok"), database, RecordingDoorbell(),
-        engine=rig.engine, coordination=coordination,
-    )  # fmt: skip
+        bootstrap(
+            Settings(api_tokens="tok"),
+            database=database,
+            doorbell=RecordingDoorbell(),
+            coordination=coordination,
+        )
+    )
     port = free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=1

@@ -7,9 +7,9 @@ import logging
 import os
 import sys
 
-from workers.main import app, runtime
+from workers.main import app
 
-__all__ = ["app", "runtime"]
+__all__ = ["app"]
 EXIT_CODE = 137  # what a SIGKILL would leave
 
 
@@ -25,4 +25,4 @@ class _DieAfterCommit(logging.Handler):
             os._exit(EXIT_CODE)
 
 
-logging.getLogger("nexus.queueing.runner").addHandler(_DieAfterCommit())
+logging.getLogger("nexus.sessions.runner").addHandler(_DieAfterCommit())

@@ -127,9 +127,9 @@ def test_the_installed_entry_point_runs() -> None:
 
 def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
     from nexus.access.policy import load_policies
-    from nexus.adapters.inbound.event import Container, NexusEvent, Sender
     from nexus.db import Database
-    from nexus.ingest.doorbell import RecordingDoorbell
+    from nexus.doorbell import RecordingDoorbell
+    from nexus.event import Container, NexusEvent, Sender
     from nexus.ingest.router import process_event
     from nexus.ingest.service import ingest
 

@@ -1,4 +1,5 @@
-"""`nexus turn`, `nexus fork` and `nexus compact` on the embedded ledger."""
+"""`nexus turn`, `nexus fork` and `nexus queue` on the embedded ledger (`nexus compact` goes
+through the API: tests/integration/test_dev_mode.py runs it against `nexus dev`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nexus.bootstrap import bootstrap
 from nexus.cli.app import app
 from nexus.db import Database
-from nexus.engine.factory import build_engine
 from nexus.engine.query import QueryMessage
 from nexus.ledger.records import NewSession
 from nexus.settings import Settings, get_settings
@@ -33,7 +34,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 def three_turns(tmp_path: Path) -> list[str]:
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    engine = build_engine(Settings(), database)
+    engine = bootstrap(Settings(), database=database).engine
     with database.unit_of_work() as uow:
         persona = uow.ledger.agents.ensure("assistant")
         session = uow.ledger.sessions.ensure(NewSession(label="dm:ent_cli", persona_id=persona.id))
@@ -67,16 +68,6 @@ def test_fork_branches_from_a_turn(three_turns: list[str]) -> None:
     )
     refused = runner.invoke(app, ["fork", "not-a-turn"])
     assert refused.exit_code == 1 and "cannot be forked" in refused.output
-
-
-def test_compact_summarises_with_instructions(three_turns: list[str]) -> None:
-    result = runner.invoke(app, ["compact", "dm:ent_cli", "focus on money"])
-    assert result.exit_code == 0, result.output
-    assert "compacted 3 turns" in result.output
-    again = runner.invoke(app, ["compact", "dm:ent_cli"])
-    assert again.exit_code == 0 and "nothing to compact" in again.output
-    missing = runner.invoke(app, ["compact", "dm:nobody"])
-    assert missing.exit_code == 1 and "no session" in missing.output
 
 
 def test_queue_lists_items_and_cancels_a_waiting_one(tmp_path: Path) -> None:

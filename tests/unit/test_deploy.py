@@ -16,9 +16,9 @@ import yaml
 from pydantic import AliasChoices, SecretStr
 from typer.testing import CliRunner
 
+from nexus.adapters.celery_broker import QUEUES
 from nexus.cli.app import app
 from nexus.settings import Settings
-from workers.app import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES = ROOT / "deploy" / "kubernetes"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nexus.adapters.inbound.event import NexusEvent
+from nexus.event import NexusEvent
 
 
 @dataclass(frozen=True)

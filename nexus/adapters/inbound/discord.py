@@ -15,7 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.adapters.inbound.event import Attachment, Container, NexusEvent, Sender
+from nexus.event import Attachment, Container, NexusEvent, Sender
 
 SIGNATURE_HEADER = "X-Signature-Ed25519"
 TIMESTAMP_HEADER = "X-Signature-Timestamp"

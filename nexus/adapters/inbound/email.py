@@ -30,7 +30,7 @@ from nexus.adapters.inbound.email_mime import (
     thread_root,
     without_attachment_bytes,
 )
-from nexus.adapters.inbound.event import Attachment, Container, EventKind, NexusEvent, Sender
+from nexus.event import Attachment, Container, EventKind, NexusEvent, Sender
 
 # Mail has no webhook of its own: a relay the operator runs (an MTA pipe, a Gmail push
 # worker) posts it, so Nexus defines the signature, Stripe-style. `X-Nexus-Signature` is

@@ -15,7 +15,7 @@ from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
 
-from nexus.adapters.inbound.event import Attachment
+from nexus.event import Attachment
 
 # Where quoted history starts: "On <date>, <someone> wrote:" (clients fold it over two
 # lines when long) or Outlook's separator. Everything from there on is old mail.

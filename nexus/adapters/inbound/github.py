@@ -14,7 +14,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.adapters.inbound.event import Container, NexusEvent, Sender
+from nexus.event import Container, NexusEvent, Sender
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 EVENT_HEADER = "X-GitHub-Event"

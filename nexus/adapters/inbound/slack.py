@@ -17,7 +17,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.adapters.inbound.event import (
+from nexus.event import (
     Attachment,
     Container,
     ContainerKind,

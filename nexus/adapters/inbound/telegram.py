@@ -12,7 +12,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.adapters.inbound.event import Attachment, Container, ContainerKind, NexusEvent, Sender
+from nexus.event import Attachment, Container, ContainerKind, NexusEvent, Sender
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 

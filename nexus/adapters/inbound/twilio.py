@@ -13,7 +13,7 @@ from nexus.adapters.inbound.base import (
     MalformedRequest,
     SignatureRejected,
 )
-from nexus.adapters.inbound.event import Attachment, Container, NexusEvent, Sender
+from nexus.event import Attachment, Container, NexusEvent, Sender
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 # Twilio wants TwiML back; an empty Response means "no reply from this webhook": Nexus

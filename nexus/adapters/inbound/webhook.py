@@ -27,7 +27,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.adapters.inbound.event import Container, ContainerKind, NexusEvent, Sender
+from nexus.event import Container, ContainerKind, NexusEvent, Sender
 
 ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
     "webhook-id",

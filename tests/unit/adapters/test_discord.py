@@ -15,7 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
 )
 from nexus.adapters.inbound.discord import DiscordAdapter
-from nexus.adapters.inbound.event import NexusEvent
+from nexus.event import NexusEvent
 
 # A real PING Discord sent on 2020-12-12 and its signature (mewna/catnip's test vector).
 VECTOR_KEY = "48c85c48446ce9580ccc41427b5dee61d33b3b03e9219cbfadb4e815e59e8e94"

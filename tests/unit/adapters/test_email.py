@@ -14,7 +14,7 @@ import pytest
 from nexus.adapters.inbound.base import InboundRequest, MalformedRequest, SignatureRejected
 from nexus.adapters.inbound.email import EmailAdapter, sign
 from nexus.adapters.inbound.email_mime import html_to_text, strip_quoted
-from nexus.adapters.inbound.event import NexusEvent
+from nexus.event import NexusEvent
 
 SECRET = "relay-secret"
 NOW = 1_767_225_600

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from nexus.adapters.inbound.base import InboundRequest, MalformedRequest, SignatureRejected
-from nexus.adapters.inbound.event import NexusEvent
 from nexus.adapters.inbound.github import GitHubAdapter
+from nexus.event import NexusEvent
 
 # "Validating webhook deliveries" in GitHub's docs publishes exactly these values.
 DOCS_SECRET = "It's a Secret to Everybody"

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 import pytest
 
 from nexus.adapters.inbound.base import InboundRequest, MalformedRequest, SignatureRejected
-from nexus.adapters.inbound.event import NexusEvent
 from nexus.adapters.inbound.slack import SlackAdapter
+from nexus.event import NexusEvent
 
 # Slack's own example from "Verifying requests from Slack" (also python-slack-sdk's test).
 VECTOR_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

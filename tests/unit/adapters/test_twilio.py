@@ -8,8 +8,8 @@ import pytest
 from twilio.request_validator import RequestValidator
 
 from nexus.adapters.inbound.base import InboundRequest, MalformedRequest, SignatureRejected
-from nexus.adapters.inbound.event import NexusEvent
 from nexus.adapters.inbound.twilio import EMPTY_TWIML, TwilioAdapter
+from nexus.event import NexusEvent
 
 # Twilio's own example (security docs; twilio-python's test_request_validator).
 VECTOR_TOKEN = "12345"

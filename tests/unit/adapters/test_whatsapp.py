@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from nexus.adapters.inbound.base import InboundRequest, MalformedRequest, SignatureRejected
-from nexus.adapters.inbound.event import NexusEvent
 from nexus.adapters.inbound.whatsapp import WhatsAppAdapter
+from nexus.event import NexusEvent
 
 # pywa's test vector: a body Meta signed with an app secret since reset.
 VECTOR_SECRET = "1222e786b144d0e85b9f365372d93676"

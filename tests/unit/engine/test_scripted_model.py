@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nexus.engine.factory import ModelCatalog
+from nexus.adapters.models import ModelCatalog
 from nexus.engine.model import ModelDone, ModelRequest
 from nexus.engine.scripted import RECENT_REQUESTS, ScriptedModel
 from nexus.settings import Settings

@@ -1,4 +1,5 @@
-"""The Celery application factory: every setting that matters, with the reason for it."""
+"""The broker adapter: the Celery app (every setting that matters, with its reason) and the
+doorbell over it. The only module below the entry points that imports Celery."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def broker_options(settings: Settings) -> dict[str, Any]:
 
 
 def create_celery(settings: Settings) -> Celery:
+    # The tasks are named, not imported: they live in the `workers` entry point, which a
+    # worker loads when it starts (`include`); a process that only publishes never needs them.
     app = Celery("nexus", broker=settings.broker_url, include=["workers.tasks"])
     app.conf.update(
         # Ack after the task ran, not when it was received: a worker that dies mid-task
@@ -64,3 +67,23 @@ def create_celery(settings: Settings) -> Celery:
         task_send_sent_event=True,
     )
     return app
+
+
+class CeleryDoorbell:
+    """The doorbell over Celery: publish a task naming the work; the ledger holds the work."""
+
+    def __init__(self, app: Celery) -> None:
+        self._app = app
+
+    def event_received(self, event_id: str) -> None:
+        self._app.send_task("nexus.event.process", args=[event_id])
+
+    def session_has_work(self, session_id: str) -> None:
+        self._app.send_task("nexus.session.run", args=[session_id])
+
+    def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
+        self._app.send_task("nexus.session.run", args=[session_id], countdown=delay_ms / 1000)
+
+    def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
+        countdown = delay_ms / 1000 if delay_ms > 0 else None
+        self._app.send_task("nexus.delivery.send", args=[delivery_id], countdown=countdown)

@@ -16,13 +16,13 @@ import structlog
 
 from nexus.agents.results import deliver
 from nexus.db import Database
+from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.service import Engine, TurnOutcome
 from nexus.ids import Clock, new_id, now_ms
-from nexus.ingest.doorbell import Doorbell
-from nexus.ingest.notices import summarize_overflow
 from nexus.ledger.enums import (
     OPEN_QUEUE_STATUSES,
+    CompactionTrigger,
     Disposition,
     MessageSource,
     QueueStatus,
@@ -30,7 +30,15 @@ from nexus.ledger.enums import (
 )
 from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
 from nexus.queueing.coordination import Coordination, KeepAlive
-from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS, Idle, Run, WaitUntil, next_work
+from nexus.queueing.modes import (
+    COMPACT,
+    DEFAULT_COLLECT_WINDOW_MS,
+    Idle,
+    Run,
+    WaitUntil,
+    next_work,
+)
+from nexus.queueing.overflow import summarize_overflow
 
 log = structlog.get_logger(__name__)
 
@@ -224,6 +232,8 @@ class SessionRunner:
             holding={item.id for item in plan.items},
         )
         engine = dataclasses.replace(self.engine, signals=signals)
+        if plan.command == COMPACT:
+            return self._compact(session_id, epoch, plan, engine)
         queries = [_query(item, events.get(item.event_id or "")) for item in plan.items]
         if overflow is not None:  # what the queue cap dropped, so the answer can cover it
             queries.insert(0, QueryMessage(text=overflow, source=MessageSource.EVENT))
@@ -238,6 +248,38 @@ class SessionRunner:
             log.exception("turn_crashed", session_id=session_id)
             return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
         return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
+
+    def _compact(self, session_id: str, epoch: int, plan: Run, engine: Engine) -> str:
+        """A compaction asked for through the API or CLI, run here under the lease like a
+        turn: the compaction turn consumes its queue item in its own commit."""
+        item = plan.items[0]
+        instructions = item.payload.get("instructions")
+        try:
+            outcome = engine.compact(
+                session_id,
+                epoch=epoch,
+                trigger=CompactionTrigger.MANUAL,
+                instructions=instructions if isinstance(instructions, str) else None,
+                consumed=[ConsumedItem(queue_item_id=item.id, disposition=plan.disposition)],
+            )
+        except Exception as error:  # say, the summariser's model is unavailable
+            log.exception("compaction_crashed", session_id=session_id)
+            return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
+        if outcome.status == "committed":
+            log.info("compaction_committed", session_id=session_id, turn_id=outcome.turn_id)
+            return "ran"
+        with self.database.unit_of_work() as uow:
+            if outcome.status == "fenced":
+                uow.ledger.queue.release([item.id], epoch=epoch)
+            else:  # nothing in context to summarise: asked and answered, without a turn
+                uow.ledger.queue.dispose(
+                    [item.id],
+                    status=QueueStatus.DONE,
+                    disposition=Disposition.CONSUMED,
+                    detail="nothing to compact: the session has no turns in context",
+                )
+            uow.commit()
+        return "fenced" if outcome.status == "fenced" else "ran"
 
     def _settle(
         self, session_id: str, epoch: int, plan: Run, outcome: TurnOutcome, timed_out: bool

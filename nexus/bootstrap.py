@@ -1,0 +1,267 @@
+"""The one composition root: each entry point's object graph, built from the Settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import structlog
+
+from nexus.access.policy import Policy, load_policies
+from nexus.adapters.inbound.base import InboundAdapter
+from nexus.adapters.models import ModelCatalog
+from nexus.db import Database
+from nexus.doorbell import DeferredDoorbell, Doorbell
+from nexus.engine.builtin_tools import builtin_registry
+from nexus.engine.capabilities import CapabilityRegistry
+from nexus.engine.service import Engine
+from nexus.engine.signals import NoSignals
+from nexus.hooks.service import HookRunner
+from nexus.ids import Clock, now_ms
+from nexus.ingest.router import QueuePolicy
+from nexus.outbound.ports import RateLimiter, Sender
+from nexus.outbound.service import DeliveryService
+from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.sessions.runner import SessionRunner
+from nexus.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+log = structlog.get_logger(__name__)
+
+
+class Nexus:
+    """One process's object graph. Parts are built on first use, so each entry point builds
+    only what it touches (the API never builds a session runner), and nothing at import.
+
+    The keyword arguments replace a part outright: tests pass an in-memory twin, and
+    `nexus dev` passes its worker's own coordination to its API.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        consumes_broker: bool = False,
+        database: Database | None = None,
+        doorbell: Doorbell | None = None,
+        coordination: Coordination | None = None,
+        models: ModelCatalog | None = None,
+        senders: dict[str, Sender] | None = None,
+        celery: Celery | None = None,
+        clock: Clock = now_ms,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        # A process that runs a worker on the broker (a Celery worker, `nexus dev`) can ring
+        # through it even when it is `memory://`; any other process with an in-process broker
+        # rings nothing and leaves the relay to ring from the ledger.
+        self.consumes_broker = consumes_broker
+        self.database = database or Database(
+            settings.database_url,
+            clock=clock,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+        )
+        self._celery = celery
+        self._given_doorbell = doorbell
+        self._given_coordination = coordination
+        self.models = models or ModelCatalog(settings)
+        self._senders = senders
+
+    # --- the broker and what rings through it -------------------------------------------
+
+    @property
+    def celery(self) -> Celery:
+        """The Celery app of this graph (workers run it; everyone else publishes on it)."""
+        if self._celery is None:
+            from nexus.adapters.celery_broker import create_celery
+
+            self._celery = create_celery(self.settings)
+        return self._celery
+
+    @cached_property
+    def doorbell(self) -> Doorbell:
+        if self._given_doorbell is not None:
+            return self._given_doorbell
+        if self.settings.broker_url.startswith("memory://") and not self.consumes_broker:
+            return DeferredDoorbell()
+        from nexus.adapters.celery_broker import CeleryDoorbell
+
+        return CeleryDoorbell(self.celery)
+
+    @cached_property
+    def coordination(self) -> Coordination:
+        """The lease, the abort flag, the steer inbox and the live stream."""
+        if self._given_coordination is not None:
+            return self._given_coordination
+        # Redis when configured (every process shares it); otherwise this process's own.
+        if self.settings.redis_url is None:
+            return InProcessCoordination()
+        from nexus.adapters.redis_coordination import RedisCoordination
+
+        prefix = self.settings.broker_prefix or "nexus:"
+        return RedisCoordination.from_url(self.settings.redis_url, prefix=prefix)
+
+    # --- routing ---------------------------------------------------------------------------
+
+    @cached_property
+    def policies(self) -> list[Policy]:
+        return load_policies(self.settings.policies)
+
+    @cached_property
+    def queue_policy(self) -> QueuePolicy:
+        return QueuePolicy(cap=self.settings.queue_cap, drop=self.settings.queue_drop_policy)
+
+    @cached_property
+    def inbound_adapters(self) -> dict[str, InboundAdapter]:
+        from nexus.adapters.inbound.registry import build_adapters
+
+        return build_adapters(self.settings)
+
+    # --- turns -----------------------------------------------------------------------------
+
+    @cached_property
+    def capabilities(self) -> CapabilityRegistry:
+        return CapabilityRegistry()
+
+    @cached_property
+    def engine(self) -> Engine:
+        """The agent loop, for the session runner (the one writer of turns)."""
+        from nexus.agents.results import worker_result_hook
+        from nexus.agents.tools import AgentTools
+        from nexus.outbound.planning import reply_hook
+
+        tools = builtin_registry()
+        agent_tools = AgentTools(
+            self.database, self.doorbell, max_depth=self.settings.max_worker_depth
+        )
+        for tool in agent_tools.tools():
+            tools.register(tool)
+        return Engine(
+            database=self.database,
+            model_for=self.models,
+            default_model=self.settings.default_model,
+            tools=tools,
+            # In the turn's own transaction: a worker's result for its manager, and a reply's
+            # deliveries for the platform it answers.
+            commit_hooks=(worker_result_hook(self.doorbell), reply_hook(self.doorbell)),
+            capabilities=self.capabilities,
+            signals=NoSignals(),
+            publisher=self.coordination,
+            max_tool_iterations=self.settings.max_tool_iterations,
+            context_window=self.settings.context_window,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def session_runner(self) -> SessionRunner:
+        return SessionRunner(
+            database=self.database,
+            engine=self.engine,
+            coordination=self.coordination,
+            doorbell=self.doorbell,
+            clock=self.clock,
+            lease_ttl_ms=self.settings.session_lease_ms,
+            turn_time_limit_ms=self.settings.turn_time_limit_seconds * 1000,
+            collect_window_ms=self.settings.collect_window_ms,
+        )
+
+    @cached_property
+    def hook_runner(self) -> HookRunner:
+        """The hooks in NEXUS_HOOKS_DIR; the hooks table follows the directory."""
+        runner = self.hook_runner_unsynced(
+            on_problem=lambda problem: log.warning("hook_not_loaded", problem=problem)
+        )
+        runner.sync()
+        return runner
+
+    def hook_runner_unsynced(self, *, on_problem: Callable[[str], object]) -> HookRunner:
+        """The hooks as loaded now, with the hooks table left as it is (a dry run)."""
+        from nexus.hooks.loader import load_hooks
+
+        report = load_hooks(self.settings.hooks_dir)
+        for problem in report.problems:
+            on_problem(problem)
+        model = self.settings.default_model
+        return HookRunner(
+            database=self.database,
+            hooks=report.hooks,
+            doorbell=self.doorbell,
+            llm_port=lambda: self.models(model),
+            llm_model=model,
+            clock=self.clock,
+        )
+
+    # --- outbound --------------------------------------------------------------------------
+
+    @cached_property
+    def senders(self) -> dict[str, Sender]:
+        if self._senders is not None:
+            return self._senders
+        from nexus.adapters.outbound.registry import build_senders
+
+        return build_senders(self.settings)
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        if self.settings.redis_url is None:
+            from nexus.outbound.rate_limit import InProcessRateLimiter
+
+            return InProcessRateLimiter()
+        from nexus.adapters.redis_rate_limit import RedisRateLimiter
+
+        prefix = self.settings.broker_prefix or "nexus:"
+        return RedisRateLimiter.from_url(self.settings.redis_url, prefix=prefix)
+
+    @cached_property
+    def delivery_service(self) -> DeliveryService:
+        from nexus.outbound.retry import RetryPolicy
+
+        return DeliveryService(
+            database=self.database,
+            senders=self.senders,
+            limiter=self.rate_limiter,
+            doorbell=self.doorbell,
+            policy=RetryPolicy(max_attempts=self.settings.delivery_max_attempts),
+            lease_ms=self.settings.delivery_lease_ms,
+            uncertain=self.settings.delivery_uncertain,
+            rates=self.settings.delivery_rate_limits,
+        )
+
+    def close(self) -> None:
+        """Drop the pooled connections (a forked child must not reuse its parent's)."""
+        self.database.dispose()
+
+
+def bootstrap(
+    settings: Settings,
+    *,
+    database: Database | None = None,
+    doorbell: Doorbell | None = None,
+    coordination: Coordination | None = None,
+    models: ModelCatalog | None = None,
+    senders: dict[str, Sender] | None = None,
+    clock: Clock = now_ms,
+) -> Nexus:
+    """The graph for an API, CLI or beat process: it publishes on the broker, runs no tasks."""
+    return Nexus(
+        settings,
+        database=database,
+        doorbell=doorbell,
+        coordination=coordination,
+        models=models,
+        senders=senders,
+        clock=clock,
+    )
+
+
+def bootstrap_worker(settings: Settings, *, celery: Celery | None = None) -> Nexus:
+    """The graph for a process that runs tasks: a Celery worker child (rebuilt after the
+    fork, around the app it runs) or `nexus dev`'s embedded worker. The app's tasks find
+    it as `app.nexus`."""
+    graph = Nexus(settings, consumes_broker=True, celery=celery)
+    graph.celery.nexus = graph
+    return graph
