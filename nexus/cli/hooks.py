@@ -69,11 +69,9 @@ def read_event(path: Path) -> EventRecord:
 
 def test_hook(settings: Settings, name: str, event_file: Path) -> None:
     """Evaluate NAME on the event and print what it decided; nothing is written."""
-    from nexus.doorbell import DeferredDoorbell
-
     event = read_event(event_file)
-    # A dry run rings nothing and leaves the hooks table as it is.
-    nexus = bootstrap(settings, doorbell=DeferredDoorbell())
+    # A dry run writes nothing (so rings nothing) and leaves the hooks table as it is.
+    nexus = bootstrap(settings)
     runner = nexus.hook_runner_unsynced(
         on_problem=lambda p: errors.print(f"[yellow]not loaded[/yellow]: {p}")
     )

@@ -1,6 +1,6 @@
 """The coordination port: a per-session lease, the abort flag, the steer inbox, a stream.
 
-Redis implements it across workers (nexus/adapters/redis_coordination.py); the in-process
+Redis implements it across workers (the Redis coordination adapter); the in-process
 twin here serves the embedded mode and unit tests, and one contract suite runs against both.
 None of it is durable, and none of it needs to be: the lease only saves duplicate work (the
 epoch fence makes commits correct), and every signal's input is also a queue item in the
@@ -19,7 +19,6 @@ from nexus.engine.query import QueryMessage
 from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher
 from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
-from nexus.settings import Settings
 
 
 class Lease(Protocol):
@@ -142,16 +141,6 @@ class InProcessCoordination:
 
     def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
         return self.log.read(session_id, after, block_ms=block_ms)
-
-
-def coordination_for(settings: Settings) -> Coordination:
-    """Redis when configured (every process shares it); otherwise this process's own."""
-    if settings.redis_url is None:
-        return InProcessCoordination()
-    from nexus.adapters.redis_coordination import RedisCoordination
-
-    prefix = settings.broker_prefix or "nexus:"
-    return RedisCoordination.from_url(settings.redis_url, prefix=prefix)
 
 
 class KeepAlive:

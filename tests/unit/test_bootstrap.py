@@ -1,0 +1,86 @@
+"""The object graph is built in nexus/bootstrap.py alone, and each entry point takes it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from celery import current_app
+
+from nexus.adapters.celery_broker import CeleryDoorbell
+from nexus.bootstrap import Nexus, bootstrap, bootstrap_worker
+from nexus.doorbell import DeferredDoorbell, RecordingDoorbell
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+# Constructing any of these is wiring: only the composition root may do it.
+WIRING = re.compile(
+    r"\b(Database|SessionRunner|Engine|HookRunner|DeliveryService|CeleryDoorbell|ModelCatalog"
+    r"|InProcessCoordination|DeferredDoorbell|AgentTools|InProcessRateLimiter)\("
+    r"|RedisCoordination\.from_url|RedisRateLimiter\.from_url"
+    r"|\b(create_celery|build_senders|build_adapters|load_policies)\("
+)
+
+
+def _embedded(tmp_path: Path, **fields: object) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path / 'n.db'}", **fields)  # type: ignore[arg-type]
+
+
+def test_only_the_composition_root_builds_the_object_graph() -> None:
+    offenders = []
+    for package in ("nexus", "workers", "beat"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == ROOT / "nexus" / "bootstrap.py":
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                code = line.split("#", 1)[0]
+                if WIRING.search(code) and not re.match(r"\s*(def|class) ", code):
+                    offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_the_worker_child_rebuilds_its_graph_by_bootstrapping_again(tmp_path: Path) -> None:
+    from workers import tasks
+
+    parent = bootstrap_worker(_embedded(tmp_path))
+    app = parent.celery
+    assert app is current_app._get_current_object()
+    assert app.nexus is parent and tasks._runtime() is parent
+    parent.database.engine  # noqa: B018 - a pool the parent opened before the fork
+    tasks._after_fork()
+    child = tasks._runtime()
+    assert isinstance(child, Nexus) and child is not parent
+    # A fresh graph, with nothing shared: its own database, coordination and broker ring.
+    assert child.database is not parent.database and parent.database._engine is None
+    assert child.coordination is not parent.coordination
+    assert child.celery is app and isinstance(child.doorbell, CeleryDoorbell)
+
+
+def test_each_process_kind_rings_the_way_it_can(tmp_path: Path) -> None:
+    embedded = _embedded(tmp_path)  # no Redis: the broker is memory://
+    # A process beside `nexus dev` cannot reach its in-process broker: the relay rings.
+    assert isinstance(bootstrap(embedded).doorbell, DeferredDoorbell)
+    assert isinstance(bootstrap_worker(embedded).doorbell, CeleryDoorbell)
+    shared = _embedded(tmp_path, redis_url="redis://127.0.0.1:6379/15")
+    assert isinstance(bootstrap(shared).doorbell, CeleryDoorbell)
+
+
+def test_parts_are_built_once_on_first_use_and_can_be_replaced(tmp_path: Path) -> None:
+    doorbell, coordination = RecordingDoorbell(), InProcessCoordination()
+    graph = bootstrap(_embedded(tmp_path), doorbell=doorbell, coordination=coordination)
+    # Nothing is connected before it is used (DESIGN §1 rule 8).
+    assert graph.database._engine is None and "engine" not in vars(graph)
+    assert graph.doorbell is doorbell and graph.coordination is coordination
+    assert graph.engine is graph.engine and graph.session_runner.engine is graph.engine
+    assert graph.session_runner.doorbell is doorbell
+    assert graph.engine.publisher is coordination and graph.engine.capabilities is (
+        graph.capabilities
+    )
+
+
+@pytest.mark.parametrize("module", ["nexus.api.main", "workers.main", "beat.main"])
+def test_entry_modules_bootstrap_and_build_nothing_else(module: str) -> None:
+    source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+    assert "nexus.bootstrap import" in source or "from nexus.bootstrap" in source
