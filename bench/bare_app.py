@@ -17,9 +17,9 @@ from typing import Any
 import redis
 from celery import Celery
 from sqlalchemy import Engine, create_engine, text
-from nexus.adapters.celery_broker import create_celery
 
 from bench.ledger import bare_turn
+from nexus.adapters.celery_broker import create_celery
 from nexus.settings import Settings
 
 settings = Settings()
