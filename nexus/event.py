@@ -13,7 +13,7 @@ EventKind = Literal["message", "edit", "callback", "status", "system", "bot_echo
 ROUTABLE_KINDS: frozenset[str] = frozenset({"message", "callback"})
 
 
-class Sender(BaseModel):
+class Author(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
@@ -56,7 +56,7 @@ class NexusEvent(BaseModel):
     platform: str
     kind: EventKind = "message"
     space: str | None = None  # workspace, team, bot or phone-number id the update came to
-    sender: Sender | None = None
+    sender: Author | None = None
     container: Container | None = None
     platform_thread_id: str | None = None  # a thread or forum topic inside the container
     text: str | None = None

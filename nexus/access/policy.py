@@ -27,7 +27,7 @@ class Principal:
 
 
 @dataclass(frozen=True)
-class Delivery:
+class Venue:
     """Where it was said."""
 
     platform: str
@@ -138,7 +138,7 @@ def load_policies(path: str | None) -> list[Policy]:
     return parse_policies(file.read_text(), source=str(file))
 
 
-def _matches(policy: Policy, principal: Principal, delivery: Delivery) -> bool:
+def _matches(policy: Policy, principal: Principal, delivery: Venue) -> bool:
     wanted_principal, wanted_delivery = policy.match.principal, policy.match.delivery
     if wanted_principal.type is not None and principal.type not in wanted_principal.type:
         return False
@@ -156,7 +156,7 @@ def _matches(policy: Policy, principal: Principal, delivery: Delivery) -> bool:
     )
 
 
-def _render(template: str, principal: Principal, delivery: Delivery) -> str:
+def _render(template: str, principal: Principal, delivery: Venue) -> str:
     values = {
         "principal.entity_id": principal.entity_id or "",
         "principal.type": principal.type,
@@ -175,7 +175,7 @@ def _render(template: str, principal: Principal, delivery: Delivery) -> str:
     return rendered
 
 
-def decide(policies: Sequence[Policy], principal: Principal, delivery: Delivery) -> Decision:
+def decide(policies: Sequence[Policy], principal: Principal, delivery: Venue) -> Decision:
     """The first matching policy's answer; no match is a denial that says so."""
     for policy in policies:
         if not _matches(policy, principal, delivery):

@@ -19,7 +19,7 @@ DEFAULT_PERSONA = "atlas"
 
 
 @dataclass(frozen=True)
-class Queued:
+class QueuedMessage:
     event_id: str
     queue_item_id: str
     session: SessionRecord
@@ -37,7 +37,7 @@ def send_to_session(
     source: MessageSource = MessageSource.HUMAN,
     arrivals: ArrivalSignals | None = None,
     queueing: QueuePolicy | None = None,
-) -> Queued:
+) -> QueuedMessage:
     """Queue `text` to the session `label` (aliases followed; created when missing, with
     `persona` or the default persona). The caller commits; the doorbell rings after."""
     session = uow.ledger.sessions.resolve(label)
@@ -65,7 +65,7 @@ def send_to_session(
     item_id, _ = queue_into(
         uow, session, event, chosen, doorbell, arrivals=arrivals, queueing=queueing or QueuePolicy()
     )
-    return Queued(event_id=event_id, queue_item_id=item_id, session=session, mode=chosen)
+    return QueuedMessage(event_id=event_id, queue_item_id=item_id, session=session, mode=chosen)
 
 
 def request_compaction(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, Protocol
 
-from nexus.access.policy import Decision, Delivery, PeerKind, Policy, Principal, decide
+from nexus.access.policy import Decision, PeerKind, Policy, Principal, Venue, decide
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
@@ -49,7 +49,7 @@ class QueuePolicy:
 
 
 @dataclass(frozen=True)
-class Routed:
+class ProcessedEvent:
     event_id: str
     disposition: Literal["queued", "denied", "already processed"]
     session_id: str | None = None
@@ -76,11 +76,11 @@ def principal_for(uow: UnitOfWork, event: EventRecord) -> Principal:
     )
 
 
-def delivery_for(event: EventRecord) -> Delivery:
+def delivery_for(event: EventRecord) -> Venue:
     kind: PeerKind = "dm"
     if event.container_kind in ("group", "channel"):
         kind = "group" if event.container_kind == "group" else "channel"
-    return Delivery(
+    return Venue(
         platform=event.platform,
         peer_kind=kind,
         peer_id=event.container_id or event.sender_id or "",
@@ -96,18 +96,18 @@ def process_event(
     *,
     arrivals: ArrivalSignals | None = None,
     queueing: QueuePolicy = QueuePolicy(),
-) -> Routed:
+) -> ProcessedEvent:
     """Route one stored event to a session's queue; safe to run twice for one event."""
     event = uow.ledger.events.get(event_id)
     if event is None:
         raise NotFound(f"no event {event_id!r}")
     if event.status != EventStatus.RECEIVED:
-        return Routed(event_id=event_id, disposition="already processed")
+        return ProcessedEvent(event_id=event_id, disposition="already processed")
     decision: Decision = decide(policies, principal_for(uow, event), delivery_for(event))
     if not decision.allowed or decision.session_key is None or decision.persona is None:
         reason = f"{decision.reason} (policy {decision.policy or 'none'})"
         uow.ledger.events.mark_processed(event_id, DENIED, reason)
-        return Routed(event_id=event_id, disposition="denied", reason=reason)
+        return ProcessedEvent(event_id=event_id, disposition="denied", reason=reason)
 
     persona = uow.ledger.agents.ensure(decision.persona)
     session = uow.ledger.sessions.ensure(
@@ -125,7 +125,7 @@ def process_event(
         uow, session, event, mode, doorbell, arrivals=arrivals, queueing=queueing
     )
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
-    return Routed(
+    return ProcessedEvent(
         event_id=event_id,
         disposition="queued",
         session_id=session.id,

@@ -60,7 +60,7 @@ class RunReport:
 ABORT_POLL_MS = 50
 
 
-class TurnDeadline:
+class RunSignals:
     """The engine's signals for one turn: the shared abort flag, the time limit, and the
     steer inbox minus what this turn already holds."""
 
@@ -225,7 +225,7 @@ class SessionRunner:
         # in the queue, which is where this turn came from): start clean.
         self.coordination.clear_abort(session_id)
         self.coordination.take_steering(session_id)
-        signals = TurnDeadline(
+        signals = RunSignals(
             self.coordination,
             deadline_ms=self.clock() + self.turn_time_limit_ms,
             clock=self.clock,

@@ -10,7 +10,7 @@ from nexus.adapters.outbound.registry import build_senders
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import Say
-from nexus.event import Container, NexusEvent, Sender
+from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.records import DeliveryRecord, SessionRecord
 from nexus.outbound.planning import reply_hook
@@ -63,7 +63,7 @@ def message(
         adapter=adapter,
         platform=adapter,
         space=space,
-        sender=Sender(id=sender, display_name=sender),
+        sender=Author(id=sender, display_name=sender),
         container=container or Container(kind="dm", id=sender),
         platform_thread_id=thread,
         message_id=message_id,

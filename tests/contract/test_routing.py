@@ -7,7 +7,7 @@ import pytest
 from nexus.access.policy import load_policies, parse_policies
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.event import Container, NexusEvent, Sender
+from nexus.event import Author, Container, NexusEvent
 from nexus.identity.merge import merge_entities
 from nexus.ingest.relay import relay
 from nexus.ingest.router import process_event
@@ -32,7 +32,7 @@ def _message(
         id=event_id,
         adapter=platform,
         platform=platform,
-        sender=Sender(id=sender, display_name=sender),
+        sender=Author(id=sender, display_name=sender),
         container=container or Container(kind="dm", id=sender),
         platform_thread_id=thread,
         text=text,

@@ -13,7 +13,7 @@ from subprocess import Popen
 
 from nexus.adapters.celery_broker import CeleryDoorbell, create_celery
 from nexus.db import Database
-from nexus.event import Container, NexusEvent, Sender
+from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import QueueMode, QueueStatus, TurnStatus
 from nexus.ledger.records import NewSession, QueueItemRecord, TurnView
@@ -46,7 +46,7 @@ class Cluster:
                 id=f"telegram:{text}",
                 adapter="telegram",
                 platform="telegram",
-                sender=Sender(id=SENDER, display_name="Ada"),
+                sender=Author(id=SENDER, display_name="Ada"),
                 container=Container(kind="dm", id=SENDER),
                 text=text,
                 occurred_at=0,

@@ -13,7 +13,7 @@ import pytest
 
 from nexus.adapters.celery_broker import CeleryDoorbell, create_celery
 from nexus.db import Database
-from nexus.event import Container, NexusEvent, Sender
+from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
@@ -67,7 +67,7 @@ def _event(adapter: str) -> NexusEvent:
         id=f"{adapter}:1",
         adapter=adapter,
         platform=adapter,
-        sender=Sender(id="4242", display_name="Ada"),
+        sender=Author(id="4242", display_name="Ada"),
         container=where or Container(kind="group", id="C7"),
         message_id="55",
         text="hello there",

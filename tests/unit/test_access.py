@@ -8,9 +8,9 @@ import pytest
 
 from nexus.access.keys import dm_key, group_key, system_key, worker_key
 from nexus.access.policy import (
-    Delivery,
     PolicyError,
     Principal,
+    Venue,
     decide,
     load_policies,
     parse_policies,
@@ -33,14 +33,14 @@ def test_session_key_formats_follow_the_design() -> None:
 @pytest.mark.parametrize(
     ("delivery", "key"),
     [
-        (Delivery("imessage", "dm", "+15551234567"), "dm:ent_001"),
-        (Delivery("discord", "group", "general"), "group:discord:general"),
-        (Delivery("slack", "channel", "eng", "ts123"), "group:slack:eng:thread:ts123"),
-        (Delivery("telegram", "group", "-100123", "4"), "group:telegram:-100123:thread:4"),
+        (Venue("imessage", "dm", "+15551234567"), "dm:ent_001"),
+        (Venue("discord", "group", "general"), "group:discord:general"),
+        (Venue("slack", "channel", "eng", "ts123"), "group:slack:eng:thread:ts123"),
+        (Venue("telegram", "group", "-100123", "4"), "group:telegram:-100123:thread:4"),
     ],
     ids=["dm", "group", "channel-thread", "forum-topic"],
 )
-def test_default_policies_give_the_design_keys(delivery: Delivery, key: str) -> None:
+def test_default_policies_give_the_design_keys(delivery: Venue, key: str) -> None:
     decision = decide(DEFAULTS, KNOWN, delivery)
     assert decision.allowed
     assert decision.session_key == key
@@ -48,7 +48,7 @@ def test_default_policies_give_the_design_keys(delivery: Delivery, key: str) -> 
 
 
 def test_an_unknown_principal_in_a_dm_is_denied_with_the_reason() -> None:
-    decision = decide(DEFAULTS, Principal(type="unknown"), Delivery("sms", "dm", "+1"))
+    decision = decide(DEFAULTS, Principal(type="unknown"), Venue("sms", "dm", "+1"))
     assert not decision.allowed
     assert decision.reason == "no policy matched a unknown principal in a dm on sms"
 
@@ -69,19 +69,19 @@ policies:
     session: {key: "group:{delivery.platform}:{delivery.peer_id}", persona: atlas}
 """
     )
-    spam = decide(policies, KNOWN, Delivery("telegram", "group", "-1006661"))
+    spam = decide(policies, KNOWN, Venue("telegram", "group", "-1006661"))
     assert (spam.allowed, spam.policy, spam.reason) == (False, "block-spam-group", "spam group")
     vip = decide(
         policies,
         Principal(type="known", entity_id="ent_9", tags=frozenset({"vip"})),
-        Delivery("whatsapp", "dm", "+44"),
+        Venue("whatsapp", "dm", "+44"),
     )
     assert (vip.session_key, vip.persona, vip.queue_mode) == (
         "dm:ent_9",
         "concierge",
         QueueMode.FOLLOWUP,
     )
-    rest = decide(policies, KNOWN, Delivery("whatsapp", "dm", "+44"))
+    rest = decide(policies, KNOWN, Venue("whatsapp", "dm", "+44"))
     assert (rest.policy, rest.session_key) == ("rest", "group:whatsapp:+44")
 
 
@@ -109,7 +109,7 @@ def test_an_unknown_template_variable_is_an_error() -> None:
         "- name: x\n  session: {key: 'dm:{principal.nickname}', persona: p}\n"
     )
     with pytest.raises(PolicyError, match="unknown variable"):
-        decide(policies, KNOWN, Delivery("sms", "dm", "+1"))
+        decide(policies, KNOWN, Venue("sms", "dm", "+1"))
 
 
 def test_policies_load_from_a_file(tmp_path: Path) -> None:

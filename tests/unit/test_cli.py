@@ -129,7 +129,7 @@ def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
     from nexus.access.policy import load_policies
     from nexus.db import Database
     from nexus.doorbell import RecordingDoorbell
-    from nexus.event import Container, NexusEvent, Sender
+    from nexus.event import Author, Container, NexusEvent
     from nexus.ingest.router import process_event
     from nexus.ingest.service import ingest
 
@@ -139,7 +139,7 @@ def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
     with database.unit_of_work() as uow:
         for sender in ("+1", "+2"):
             event = NexusEvent(id=f"sms:{sender}", adapter="sms", platform="sms",
-                               sender=Sender(id=sender), container=Container(kind="dm", id=sender),
+                               sender=Author(id=sender), container=Container(kind="dm", id=sender),
                                text="hi", occurred_at=0)  # fmt: skip
             ingest(uow, [event], doorbell)
             process_event(uow, event.id, load_policies(None), doorbell)

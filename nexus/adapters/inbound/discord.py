@@ -15,7 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.event import Attachment, Container, NexusEvent, Sender
+from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Signature-Ed25519"
 TIMESTAMP_HEADER = "X-Signature-Timestamp"
@@ -80,11 +80,11 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _sender(interaction: dict[str, Any]) -> Sender | None:
+def _sender(interaction: dict[str, Any]) -> Author | None:
     user = _obj(interaction.get("member")).get("user") or interaction.get("user")
     if not isinstance(user, dict) or "id" not in user:
         return None
-    return Sender(
+    return Author(
         id=str(user["id"]),
         display_name=user.get("global_name") or user.get("username"),
         is_bot=bool(user.get("bot", False)),

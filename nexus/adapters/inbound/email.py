@@ -30,7 +30,7 @@ from nexus.adapters.inbound.email_mime import (
     thread_root,
     without_attachment_bytes,
 )
-from nexus.event import Attachment, Container, EventKind, NexusEvent, Sender
+from nexus.event import Attachment, Author, Container, EventKind, NexusEvent
 
 # Mail has no webhook of its own: a relay the operator runs (an MTA pipe, a Gmail push
 # worker) posts it, so Nexus defines the signature, Stripe-style. `X-Nexus-Signature` is
@@ -197,7 +197,7 @@ def _event(
         platform="email",
         space=to[0][1].lower() if to and to[0][1] else None,
         # Email has no groups in this model: every sender is their own conversation.
-        sender=Sender(id=address, display_name=name or None) if address else None,
+        sender=Author(id=address, display_name=name or None) if address else None,
         container=Container(kind="dm", id=address) if address else None,
         platform_thread_id=thread,
         text=text or None,

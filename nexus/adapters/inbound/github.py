@@ -14,7 +14,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.event import Container, NexusEvent, Sender
+from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 EVENT_HEADER = "X-GitHub-Event"
@@ -91,7 +91,7 @@ def _event(event_id: str, name: str, payload: dict[str, Any]) -> NexusEvent:
         adapter="github",
         platform="github",
         space=repository or _obj(payload.get("organization")).get("login"),
-        sender=Sender(id=login, display_name=login, is_bot=is_bot) if login else None,
+        sender=Author(id=login, display_name=login, is_bot=is_bot) if login else None,
         container=Container(kind="group", id=repository) if repository else None,
         platform_thread_id=str(number) if number is not None else None,
         message_id=said.get("html_url") or said.get("node_id"),

@@ -19,11 +19,11 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.event import (
     Attachment,
+    Author,
     Container,
     ContainerKind,
     EventKind,
     NexusEvent,
-    Sender,
 )
 
 TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
@@ -137,7 +137,7 @@ def _is_bot(said: dict[str, Any]) -> bool:
     )
 
 
-def _sender(said: dict[str, Any]) -> Sender | None:
+def _sender(said: dict[str, Any]) -> Author | None:
     user = said.get("user") or said.get("bot_id")
     if not isinstance(user, str):
         return None
@@ -148,7 +148,7 @@ def _sender(said: dict[str, Any]) -> Sender | None:
         or bot.get("name")
         or said.get("username")
     )
-    return Sender(id=user, display_name=name or None, is_bot=_is_bot(said))
+    return Author(id=user, display_name=name or None, is_bot=_is_bot(said))
 
 
 def _attachment_kind(mime_type: Any) -> str:
@@ -264,7 +264,7 @@ def _slash_command(form: dict[str, str], occurred_at: int) -> NexusEvent:
         adapter="slack",
         platform="slack",
         space=form.get("team_id"),
-        sender=Sender(id=user, display_name=form.get("user_name")) if user else None,
+        sender=Author(id=user, display_name=form.get("user_name")) if user else None,
         container=_container(form.get("channel_id"), channel_type),
         text=f"{command} {form.get('text', '')}".strip(),
         occurred_at=occurred_at,
@@ -290,7 +290,7 @@ def _interaction(encoded: str, body: bytes, occurred_at: int) -> NexusEvent:
         platform="slack",
         kind="unsupported",
         space=_obj(payload.get("team")).get("id"),
-        sender=Sender(id=user, display_name=_obj(payload.get("user")).get("name"))
+        sender=Author(id=user, display_name=_obj(payload.get("user")).get("name"))
         if isinstance(user, str)
         else None,
         container=_container(_obj(payload.get("channel")).get("id"), None),

@@ -12,7 +12,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.event import Attachment, Container, ContainerKind, NexusEvent, Sender
+from nexus.event import Attachment, Author, Container, ContainerKind, NexusEvent
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 
@@ -86,11 +86,11 @@ class TelegramAdapter:
         )
 
 
-def _sender(user: Any) -> Sender | None:
+def _sender(user: Any) -> Author | None:
     if not isinstance(user, dict) or "id" not in user:
         return None
     name = " ".join(p for p in (user.get("first_name"), user.get("last_name")) if p)
-    return Sender(
+    return Author(
         id=str(user["id"]),
         display_name=name or user.get("username"),
         is_bot=bool(user.get("is_bot", False)),

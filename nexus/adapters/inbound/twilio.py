@@ -13,7 +13,7 @@ from nexus.adapters.inbound.base import (
     MalformedRequest,
     SignatureRejected,
 )
-from nexus.event import Attachment, Container, NexusEvent, Sender
+from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 # Twilio wants TwiML back; an empty Response means "no reply from this webhook": Nexus
@@ -95,7 +95,7 @@ def _inbound(sid: str, form: dict[str, str]) -> NexusEvent:
         adapter="twilio",
         platform=_platform(sender),
         space=form.get("To") or form.get("MessagingServiceSid"),
-        sender=Sender(id=sender, display_name=form.get("ProfileName")),
+        sender=Author(id=sender, display_name=form.get("ProfileName")),
         container=Container(kind="dm", id=sender),
         text=form.get("Body") or None,
         attachments=attachments,

@@ -27,7 +27,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.event import Container, ContainerKind, NexusEvent, Sender
+from nexus.event import Author, Container, ContainerKind, NexusEvent
 
 ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
     "webhook-id",
@@ -105,7 +105,7 @@ def _event(event_id: str, occurred_at: int, payload: dict[str, Any]) -> NexusEve
     return event.model_copy(
         update={
             "space": data.get("source"),
-            "sender": Sender(id=sender_id, display_name=sender.get("name")),
+            "sender": Author(id=sender_id, display_name=sender.get("name")),
             "container": Container(
                 kind=container_kind, id=str(conversation.get("id") or sender_id)
             ),

@@ -15,7 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
-from nexus.event import Attachment, Container, NexusEvent, Sender
+from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 _MEDIA = ("image", "video", "audio", "document", "sticker")
@@ -97,7 +97,7 @@ def _message(
         adapter="whatsapp",
         platform="whatsapp",
         space=space,
-        sender=Sender(id=sender, display_name=names.get(sender)),
+        sender=Author(id=sender, display_name=names.get(sender)),
         container=Container(kind="dm", id=sender),
         reply_to=_obj(message.get("context")).get("id"),
         message_id=wamid,

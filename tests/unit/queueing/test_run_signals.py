@@ -4,7 +4,7 @@ limit every time."""
 from __future__ import annotations
 
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.sessions.runner import ABORT_POLL_MS, TurnDeadline
+from nexus.sessions.runner import ABORT_POLL_MS, RunSignals
 from tests.support import FakeClock
 
 
@@ -18,8 +18,8 @@ class CountingCoordination(InProcessCoordination):
         return super().abort_requested(session_id)
 
 
-def _deadline(clock: FakeClock, coordination: CountingCoordination) -> TurnDeadline:
-    return TurnDeadline(coordination, deadline_ms=clock.now + 10_000, clock=clock, holding=set())
+def _deadline(clock: FakeClock, coordination: CountingCoordination) -> RunSignals:
+    return RunSignals(coordination, deadline_ms=clock.now + 10_000, clock=clock, holding=set())
 
 
 def test_the_flag_is_asked_once_per_poll_interval() -> None:
