@@ -1,1 +1,1 @@
-"""The HTTP surface: FastAPI app factory, inbound webhooks, REST and SSE."""
+"""The HTTP entry point: the FastAPI app over the bootstrapped graph; webhooks, REST, SSE."""

@@ -1,1 +1,1 @@
-"""Per-session queueing: what runs next by queue mode, caps, locks and the session run."""
+"""Per-session queueing: what runs next by queue mode, caps and overflow, the coordination port."""
