@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from nexus.queueing.caps import over_cap
-from nexus.queueing.modes import Idle, Run, WaitUntil, arrival_action, next_work
+from nexus.queueing.modes import COMPACT, Idle, Run, WaitUntil, arrival_action, next_work
 
 
-def _item(n: int, mode: QueueMode, *, at: int | None = None) -> QueueItemRecord:
+def _item(
+    n: int, mode: QueueMode, *, at: int | None = None, command: str | None = None
+) -> QueueItemRecord:
     return QueueItemRecord(
         id=f"q{n:03d}",
         session_id="s",
@@ -19,7 +21,7 @@ def _item(n: int, mode: QueueMode, *, at: int | None = None) -> QueueItemRecord:
         mode=mode,
         priority=0,
         source=None,
-        payload={},
+        payload={"command": command} if command else {},
         status=QueueStatus.QUEUED,
         attempts=0,
         claimed_epoch=None,
@@ -60,6 +62,21 @@ def test_an_item_backing_off_holds_the_ones_behind_it() -> None:
     queued = [_item(1, QueueMode.QUEUE, at=5_000), _item(2, QueueMode.QUEUE)]
     assert next_work(queued, now_ms=100) == WaitUntil(at_ms=5_000)
     assert next_work([], now_ms=100) == Idle()
+
+
+def test_a_compaction_runs_alone_when_oldest_and_no_batch_reaches_past_it() -> None:
+    compaction = _item(2, QueueMode.QUEUE, command=COMPACT)
+    first = next_work([_item(1, QueueMode.QUEUE), compaction], now_ms=10)
+    assert isinstance(first, Run) and first.command is None
+    assert [i.id for i in first.items] == ["q001"]
+    alone = next_work([compaction, _item(3, QueueMode.INTERRUPT)], now_ms=10)
+    assert isinstance(alone, Run) and alone.command == COMPACT
+    assert [i.id for i in alone.items] == ["q002"]
+    # An interrupt behind the compaction waits for it: what was asked first runs first.
+    collect = [_item(1, QueueMode.COLLECT), compaction, _item(3, QueueMode.INTERRUPT)]
+    batch = next_work(collect, now_ms=5_000)
+    assert isinstance(batch, Run) and [i.id for i in batch.items] == ["q001"]
+    assert batch.mode == QueueMode.COLLECT and batch.command is None
 
 
 def test_arrival_actions() -> None:
