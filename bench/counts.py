@@ -80,9 +80,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         get_settings.cache_clear()
         from workers import tasks
 
-        runtime = tasks._runtime()
-
         client = TestClient(build())
+        # The tasks' graph: the one a worker process builds around the Celery app it runs.
+        runtime = tasks._runtime()
         database = runtime.database
         runner = runtime.session_runner
         sessions: dict[int, str] = {}
