@@ -12,14 +12,16 @@ from nexus.access.policy import Policy, load_policies
 from nexus.adapters.inbound.base import InboundAdapter
 from nexus.adapters.models import ModelCatalog
 from nexus.db import Database
-from nexus.doorbell import DeferredDoorbell, Doorbell
+from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
+from nexus.hooks.evaluator import Invocation
 from nexus.hooks.service import HookRunner
 from nexus.ids import Clock, now_ms
-from nexus.ingest.router import QueuePolicy
+from nexus.ingest.drain import EventRouter
+from nexus.ingest.router import ProcessedEvent, QueuePolicy
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
 from nexus.queueing.coordination import Coordination, InProcessCoordination
@@ -90,7 +92,12 @@ class Nexus:
             return DeferredDoorbell()
         from nexus.adapters.celery_broker import CeleryDoorbell
 
-        return CeleryDoorbell(self.celery)
+        bell = CeleryDoorbell(self.celery)
+        # One router ring per drain needs a flag every ringing process sees: Redis, or this
+        # one process when the broker itself lives in it.
+        if self.settings.redis_url is not None or self.settings.broker_url.startswith("memory://"):
+            return CoalescingDoorbell(bell, self.coordination)
+        return bell
 
     @cached_property
     def coordination(self) -> Coordination:
@@ -120,6 +127,34 @@ class Nexus:
         from nexus.adapters.inbound.registry import build_adapters
 
         return build_adapters(self.settings)
+
+    @cached_property
+    def router(self) -> EventRouter:
+        """The router run: waiting events in batches, then their sessions rung or run."""
+        return EventRouter(
+            database=self.database,
+            policies=self.policies,
+            doorbell=self.doorbell,
+            signals=self.coordination,
+            queueing=self.queue_policy,
+            after_routing=self._hooks_after_routing,
+            run_session=self.session_runner.run if self.settings.inline_session_runs else None,
+        )
+
+    def _hooks_after_routing(self, routed: ProcessedEvent) -> None:
+        self.run_hooks(routed.event_id)
+
+    def run_hooks(self, event_id: str) -> list[Invocation]:
+        """Every loaded hook on one event, each isolated, after the event is committed."""
+        invocations = self.hook_runner.run(event_id)
+        if invocations:
+            log.info(
+                "hooks_evaluated",
+                event_id=event_id,
+                hooks=len(invocations),
+                fired=sum(i.fired for i in invocations),
+            )
+        return invocations
 
     # --- turns -----------------------------------------------------------------------------
 

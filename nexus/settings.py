@@ -112,6 +112,13 @@ class Settings(BaseSettings):
     queue_drop_policy: Literal["old", "new", "summarize"] = "summarize"
     # `collect` mode: the quiet time after the last message before they run as one turn.
     collect_window_ms: int = Field(default=1000, ge=0)
+    # The router runs the turn of the last idle session it queued work for itself, rather
+    # than ringing it through the broker (one hop less). Off: every session is rung.
+    inline_session_runs: bool = True
+    # How often each worker looks for runs that died (claimed work, no live lease) and rings
+    # their sessions, so they resume a lease TTL after the death with no beat running.
+    # 0: off (the beat's relay still finds them, a tick later).
+    watchdog_seconds: float = Field(default=5.0, ge=0)
     # A session's lease in Redis; a keep-alive extends it while a turn runs.
     session_lease_ms: int = Field(default=30_000, ge=1000)
     # The longest a turn may run; the broker's visibility timeout is set well above it.

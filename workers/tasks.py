@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import structlog
@@ -13,7 +14,7 @@ from structlog.contextvars import bound_contextvars
 from nexus.bootstrap import Nexus, bootstrap_worker
 from nexus.ids import now_ms
 from nexus.ingest.relay import relay
-from nexus.ingest.router import process_event
+from nexus.sessions.watchdog import ring_orphaned
 from nexus.settings import get_settings
 from nexus.timer.tick import tick
 
@@ -34,40 +35,21 @@ def _runtime() -> Nexus:
 
 
 @shared_task(name="nexus.event.process")
-def process(event_id: str) -> str:
+def process(event_id: str) -> int:
+    """The router: every event waiting (the one that rang among them), in batches."""
     with bound_contextvars(task="nexus.event.process", event_id=event_id):
         return _process(event_id)
 
 
-def _process(event_id: str) -> str:
-    runtime = _runtime()
-    with runtime.database.unit_of_work() as uow:
-        routed = process_event(
-            uow,
-            event_id,
-            runtime.policies,
-            runtime.doorbell,
-            arrivals=runtime.coordination,
-            queueing=runtime.queue_policy,
-        )
-        uow.commit()
-    log.info(
-        "event_routed",
-        event_id=event_id,
-        disposition=routed.disposition,
-        session=routed.session_label,
-    )
-    # Hooks run after the event is routed and committed: a slow or broken hook can delay
-    # nothing the person is waiting for.
-    invocations = runtime.hook_runner.run(event_id)
-    if invocations:
-        log.info(
-            "hooks_evaluated",
-            event_id=event_id,
-            hooks=len(invocations),
-            fired=sum(i.fired for i in invocations),
-        )
-    return routed.disposition
+def _process(event_id: str) -> int:
+    return len(_runtime().router.drain(rang_for=event_id))
+
+
+@shared_task(name="nexus.event.hooks")
+def run_hooks(event_id: str) -> int:
+    """The hooks for an event that needed no routing (a timer minute)."""
+    with bound_contextvars(task="nexus.event.hooks", event_id=event_id):
+        return len(_runtime().run_hooks(event_id))
 
 
 @shared_task(name="nexus.timer.tick")
@@ -143,3 +125,22 @@ def _relay_on_start(**_: Any) -> None:
     )
     # Children forked from here on must not inherit this process's pooled connections.
     runtime.close()
+    every = runtime.settings.watchdog_seconds
+    if every > 0:
+        threading.Thread(
+            target=_watch_for_dead_runs, args=(every,), name="nexus-watchdog", daemon=True
+        ).start()
+
+
+def _watch_for_dead_runs(every_s: float) -> None:
+    """Every few seconds, ring the sessions of runs that died (sessions/watchdog.py)."""
+    while True:
+        time.sleep(every_s)
+        try:
+            graph = _runtime()
+            orphans = ring_orphaned(graph.database, graph.coordination, graph.doorbell)
+        except Exception:  # a database or Redis outage: look again next time
+            log.warning("watchdog_failed", exc_info=True)
+            continue
+        if orphans:
+            log.warning("dead_runs_rung", sessions=orphans)

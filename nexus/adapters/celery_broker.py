@@ -78,6 +78,9 @@ class CeleryDoorbell:
     def event_received(self, event_id: str) -> None:
         self._app.send_task("nexus.event.process", args=[event_id])
 
+    def hooks_due(self, event_id: str) -> None:
+        self._app.send_task("nexus.event.hooks", args=[event_id])
+
     def session_has_work(self, session_id: str) -> None:
         self._app.send_task("nexus.session.run", args=[session_id])
 

@@ -52,6 +52,15 @@ class RedisCoordination:
             return None
         return RedisLease(lock, ttl_ms / 1000)
 
+    def lease_held(self, name: str) -> bool:
+        return bool(self._redis.exists(self._key("lease", name)))
+
+    def raise_flag(self, name: str, ttl_ms: int) -> bool:
+        return bool(self._redis.set(self._key("flag", name), 1, nx=True, px=ttl_ms))
+
+    def lower_flag(self, name: str) -> None:
+        self._redis.delete(self._key("flag", name))
+
     def request_abort(self, session_id: str) -> None:
         self._redis.set(self._key("abort", session_id), 1, ex=SIGNAL_TTL_S)
 

@@ -19,6 +19,9 @@ from nexus.queueing.modes import arrival_action
 from nexus.queueing.overflow import drop_over_cap
 
 QUEUED, DENIED = "queued", "denied"
+# Events one router run takes: enough that a burst costs a few runs, few enough that one
+# transaction stays short.
+ROUTE_BATCH = 50
 
 # DESIGN §5: a person's message preempts a stale answer; automation waits its turn.
 _DEFAULT_MODES = {
@@ -103,11 +106,122 @@ def process_event(
         raise NotFound(f"no event {event_id!r}")
     if event.status != EventStatus.RECEIVED:
         return ProcessedEvent(event_id=event_id, disposition="already processed")
+    routed, outcome = _route(uow, event, policies, arrivals=arrivals, queueing=queueing)
+    uow.ledger.events.mark_processed(*outcome)
+    if routed.session_id is not None:
+        uow.after_commit(partial(doorbell.session_has_work, routed.session_id))
+    return routed
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What one router run routed, and the sessions that now have work (each once)."""
+
+    events: tuple[ProcessedEvent, ...]
+    sessions: tuple[str, ...]
+
+
+def route_waiting(
+    uow: UnitOfWork,
+    policies: Sequence[Policy],
+    *,
+    arrivals: ArrivalSignals | None = None,
+    queueing: QueuePolicy = QueuePolicy(),
+    limit: int = ROUTE_BATCH,
+) -> Drained:
+    """Route up to `limit` waiting events that no other router holds, in the caller's one
+    transaction. The caller commits, then rings each session in `sessions` (once, however
+    many of its messages this run queued) or runs one itself.
+
+    A burst from one sender costs its identity, policy and session reads once, and each
+    session's lock and cap once: the per-event work is the queue item itself."""
+    waiting = uow.ledger.events.claim_waiting(limit=limit)
+    principals: dict[tuple[str, str | None], Principal] = {}
+    personas: dict[str, str] = {}
+    by_key: dict[str, SessionRecord] = {}
+    plan: dict[str, list[tuple[EventRecord, QueueMode]]] = {}  # session id → its events
+    results: dict[str, ProcessedEvent] = {}
+    outcomes: list[tuple[str, str, str | None]] = []
+    for event in waiting:
+        sender = (event.platform, event.sender_id)
+        if sender not in principals:
+            principals[sender] = principal_for(uow, event)
+        decision = decide(policies, principals[sender], delivery_for(event))
+        if not decision.allowed or decision.session_key is None or decision.persona is None:
+            reason = f"{decision.reason} (policy {decision.policy or 'none'})"
+            results[event.id] = ProcessedEvent(event.id, "denied", reason=reason)
+            outcomes.append((event.id, DENIED, reason))
+            continue
+        session = by_key.get(decision.session_key)
+        if session is None:
+            if decision.persona not in personas:
+                personas[decision.persona] = uow.ledger.agents.ensure(decision.persona).id
+            session = by_key[decision.session_key] = uow.ledger.sessions.ensure(
+                NewSession(
+                    label=decision.session_key,
+                    persona_id=personas[decision.persona],
+                    origin=SessionOrigin.USER,
+                    routing_key=decision.session_key,
+                    source_event_id=event.id,
+                )
+            )
+        mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
+        plan.setdefault(session.id, []).append((event, mode))
+        outcomes.append((event.id, QUEUED, f"session {session.label}"))
+    sessions = {s.id: s for s in by_key.values()}
+    for session_id, arrivals_for in plan.items():
+        items = _queue_many(uow, sessions[session_id], arrivals_for, arrivals, queueing)
+        for (event, _), item_id in zip(arrivals_for, items, strict=True):
+            results[event.id] = ProcessedEvent(
+                event.id, "queued", session_id, sessions[session_id].label, item_id
+            )
+    uow.ledger.events.mark_many_processed(outcomes)
+    return Drained(events=tuple(results[event.id] for event in waiting), sessions=tuple(plan))
+
+
+def _queue_many(
+    uow: UnitOfWork,
+    session: SessionRecord,
+    events: Sequence[tuple[EventRecord, QueueMode]],
+    arrivals: ArrivalSignals | None,
+    queueing: QueuePolicy,
+) -> list[str]:
+    """`queue_into` for several events of one session: one lock, one cap decision, and at
+    most one abort signal however many interrupting messages arrived."""
+    uow.ledger.sessions.lock(session.id)
+    item_ids: list[str] = []
+    abort = False
+    for event, mode in events:
+        item_id, created = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
+        )
+        item_ids.append(item_id)
+        if created and arrivals is not None:
+            if arrival_action(mode) == "abort":
+                abort = True
+            else:
+                _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
+    drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
+    if abort and arrivals is not None:
+        uow.after_commit(partial(arrivals.request_abort, session.id))
+    return item_ids
+
+
+def _route(
+    uow: UnitOfWork,
+    event: EventRecord,
+    policies: Sequence[Policy],
+    *,
+    arrivals: ArrivalSignals | None,
+    queueing: QueuePolicy,
+) -> tuple[ProcessedEvent, tuple[str, str, str | None]]:
+    """Identity → policy → session → queue item, for an event still waiting. Returns the
+    result and the event's disposition for the caller to record."""
     decision: Decision = decide(policies, principal_for(uow, event), delivery_for(event))
     if not decision.allowed or decision.session_key is None or decision.persona is None:
         reason = f"{decision.reason} (policy {decision.policy or 'none'})"
-        uow.ledger.events.mark_processed(event_id, DENIED, reason)
-        return ProcessedEvent(event_id=event_id, disposition="denied", reason=reason)
+        denied = ProcessedEvent(event_id=event.id, disposition="denied", reason=reason)
+        return denied, (event.id, DENIED, reason)
 
     persona = uow.ledger.agents.ensure(decision.persona)
     session = uow.ledger.sessions.ensure(
@@ -116,22 +230,20 @@ def process_event(
             persona_id=persona.id,
             origin=SessionOrigin.USER,
             routing_key=decision.session_key,
-            source_event_id=event_id,
+            source_event_id=event.id,
         )
     )
     # Precedence: the session's own setting, then the policy's, then the source's default.
     mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
-    item_id, _ = queue_into(
-        uow, session, event, mode, doorbell, arrivals=arrivals, queueing=queueing
-    )
-    uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
-    return ProcessedEvent(
-        event_id=event_id,
+    item_id, _ = queue_into(uow, session, event, mode, None, arrivals=arrivals, queueing=queueing)
+    queued = ProcessedEvent(
+        event_id=event.id,
         disposition="queued",
         session_id=session.id,
         session_label=session.label,
         queue_item_id=item_id,
     )
+    return queued, (event.id, QUEUED, f"session {session.label}")
 
 
 def queue_into(
@@ -139,13 +251,14 @@ def queue_into(
     session: SessionRecord,
     event: EventRecord,
     mode: QueueMode,
-    doorbell: Doorbell,
+    doorbell: Doorbell | None,
     *,
     arrivals: ArrivalSignals | None = None,
     queueing: QueuePolicy = QueuePolicy(),
 ) -> tuple[str, bool]:
-    """Queue `event` for `session` (once), apply the cap, ring the session after commit and
-    signal a running turn per the mode. Returns the item id and whether it is new."""
+    """Queue `event` for `session` (once), apply the cap, ring the session after commit
+    (unless `doorbell` is None: the caller rings) and signal a running turn per the mode.
+    Returns the item id and whether it is new."""
     # Routers for one session take turns from here to commit: two counting the queue at
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
@@ -155,7 +268,8 @@ def queue_into(
     )
     if created:
         drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
-        uow.after_commit(partial(doorbell.session_has_work, session.id))
+        if doorbell is not None:
+            uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:
             _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
     return item_id, created

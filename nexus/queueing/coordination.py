@@ -36,6 +36,17 @@ class Coordination(Protocol):
         """The lease `name` if nobody holds it, else None (never blocks)."""
         ...
 
+    def lease_held(self, name: str) -> bool:
+        """Whether someone holds the lease `name` now (a holder that died holds it until
+        its TTL lapses)."""
+        ...
+
+    def raise_flag(self, name: str, ttl_ms: int) -> bool:
+        """Set the flag `name` for `ttl_ms` unless it is set; True if this call set it."""
+        ...
+
+    def lower_flag(self, name: str) -> None: ...
+
     def request_abort(self, session_id: str) -> None: ...
 
     def clear_abort(self, session_id: str) -> None: ...
@@ -87,6 +98,7 @@ class InProcessCoordination:
     stream: RecordingPublisher = field(default_factory=RecordingPublisher)
     log: InProcessStreamLog = field(default_factory=InProcessStreamLog)
     _held: dict[str, _Held] = field(default_factory=dict)
+    _flags: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def acquire(self, name: str, ttl_ms: int) -> InProcessLease | None:
@@ -98,6 +110,11 @@ class InProcessCoordination:
             token = uuid.uuid4().hex
             self._held[name] = _Held(token, now + ttl_ms / 1000)
         return InProcessLease(self, name, token, ttl_ms / 1000)
+
+    def lease_held(self, name: str) -> bool:
+        with self._lock:
+            held = self._held.get(name)
+            return held is not None and held.expires_at > time.monotonic()
 
     def _extend(self, name: str, token: str, ttl_s: float) -> bool:
         now = time.monotonic()
@@ -113,6 +130,18 @@ class InProcessCoordination:
             held = self._held.get(name)
             if held is not None and held.token == token:
                 del self._held[name]
+
+    def raise_flag(self, name: str, ttl_ms: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if self._flags.get(name, 0.0) > now:
+                return False
+            self._flags[name] = now + ttl_ms / 1000
+            return True
+
+    def lower_flag(self, name: str) -> None:
+        with self._lock:
+            self._flags.pop(name, None)
 
     def request_abort(self, session_id: str) -> None:
         self.signals.request_abort(session_id)

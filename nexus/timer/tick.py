@@ -55,7 +55,7 @@ def tick(uow: UnitOfWork, doorbell: Doorbell, *, now_ms: int) -> Ticked:
         if stored:
             # Not a message for any session: it exists for hooks (and the record).
             uow.ledger.events.mark_processed(event_id, TIMER, None)
-            uow.after_commit(partial(doorbell.event_received, event_id))
+            uow.after_commit(partial(doorbell.hooks_due, event_id))
     if minutes:
         uow.ledger.timer.advance(WATERMARK, minutes[-1])
     return Ticked(minutes=tuple(minutes), skipped=skipped)

@@ -62,6 +62,30 @@ def test_keep_alive_holds_a_lease_past_its_ttl(coordination: Coordination) -> No
     assert not alive.lost
 
 
+def test_a_lease_is_seen_as_held_until_released_or_lapsed(coordination: Coordination) -> None:
+    name = f"session:{uuid.uuid4().hex}"
+    assert coordination.lease_held(name) is False
+    lease = coordination.acquire(name, 60_000)
+    assert lease is not None and coordination.lease_held(name) is True
+    lease.release()
+    assert coordination.lease_held(name) is False
+    assert coordination.acquire(name, 50) is not None
+    time.sleep(0.12)  # its holder died: the lease lapses on its own
+    assert coordination.lease_held(name) is False
+
+
+def test_a_flag_is_raised_once_until_lowered_or_expired(coordination: Coordination) -> None:
+    assert coordination.raise_flag("router", 60_000) is True
+    assert coordination.raise_flag("router", 60_000) is False
+    assert coordination.raise_flag("other", 60_000) is True
+    coordination.lower_flag("router")
+    assert coordination.raise_flag("router", 50) is True
+    time.sleep(0.12)
+    assert coordination.raise_flag("router", 60_000) is True  # the short one expired
+    coordination.lower_flag("router")
+    coordination.lower_flag("other")
+
+
 def test_abort_flags_are_per_session_and_clearable(coordination: Coordination) -> None:
     assert not coordination.abort_requested("s1")
     coordination.request_abort("s1")

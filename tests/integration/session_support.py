@@ -92,6 +92,9 @@ def on_fake_model(fake: FakeAnthropicServer) -> dict[str, str]:
     }
 
 
+RUNS = r"nexus\.(?:session\.run|event\.process)"
+
+
 def running_worker(nodes: Cluster, *, timeout: float = 10) -> Popen[bytes]:
     """The worker in the middle of a session run (one was received and has not ended).
     A ring that finds the session busy ends at once, so wait until only one worker has a
@@ -101,10 +104,10 @@ def running_worker(nodes: Cluster, *, timeout: float = 10) -> Popen[bytes]:
         running = []
         for worker, log in zip(nodes.workers, nodes.logs, strict=True):
             text = log.read_text()
-            started = set(re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] received", text))
-            ended = set(
-                re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] (?:succeeded|raised)", text)
-            )
+            # The router runs an idle session's turn itself, so a run may be under way in
+            # either task.
+            started = set(re.findall(rf"Task {RUNS}\[([0-9a-f-]+)\] received", text))
+            ended = set(re.findall(rf"Task {RUNS}\[([0-9a-f-]+)\] (?:succeeded|raised)", text))
             if started - ended:
                 running.append(worker)
         if len(running) == 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -20,7 +21,13 @@ from nexus.ingest.router import QueuePolicy, process_event
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.integration.session_support import cluster, completed, on_fake_model, user_texts
+from tests.integration.session_support import (
+    RUNS,
+    cluster,
+    completed,
+    on_fake_model,
+    user_texts,
+)
 from tests.integration.worker_process import celery_worker, wait_for
 from tests.services import REDIS_URL
 
@@ -228,7 +235,8 @@ def test_a_paused_lease_holder_is_fenced_and_the_chain_stays_linear(
         holder = next(
             worker
             for worker, log in zip(nodes.workers, nodes.logs, strict=True)
-            if "Task nexus.session.run[" in log.read_text()
+            # The turn runs in a session run, or inline in the router run that queued it.
+            if re.search(rf"Task {RUNS}\[", log.read_text())
         )
         os.kill(holder.pid, signal.SIGSTOP)
         time.sleep(3.0)  # past the 2 s lease

@@ -15,6 +15,7 @@ from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, TurnStatus
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.integration.session_support import (
+    RUNS,
     Cluster,
     cluster,
     completed,
@@ -145,7 +146,8 @@ def test_a_crash_after_commit_before_ack_is_answered_once_after_redelivery(
         crashed_at = time.monotonic()
         log = nodes.logs[0].read_text()
         assert "crash_after_commit" in log
-        task = re.findall(r"Task nexus\.session\.run\[([0-9a-f-]+)\] received", log)[-1]
+        # The turn ran in a session run, or inline in the router run that queued it.
+        task = re.findall(rf"Task {RUNS}\[([0-9a-f-]+)\] received", log)[-1]
         assert f"{task}] succeeded" not in log  # it never finished, so it was never acked
         assert nodes.settled(1)  # committed before the crash: answered, and only once
         nodes.send(["after the crash"])
@@ -154,7 +156,7 @@ def test_a_crash_after_commit_before_ack_is_answered_once_after_redelivery(
         with celery_worker(nodes.environment, fresh, queues="events,sessions", threads=4):
             wait_for(lambda: nodes.settled(2), timeout=60, what="the second message")
             wait_for(
-                lambda: f"nexus.session.run[{task}] succeeded" in fresh.read_text(),
+                lambda: f"[{task}] succeeded" in fresh.read_text(),
                 timeout=30,
                 what="the redelivered task",
             )
@@ -164,3 +166,35 @@ def test_a_crash_after_commit_before_ack_is_answered_once_after_redelivery(
     assert all(i.attempts == 1 and i.disposition == Disposition.CONSUMED for i in items)
     assert _turns(watched_db, TurnStatus.FAILED) == []
     assert _turns(watched_db, TurnStatus.SUPERSEDED) == []
+
+
+def test_kill_9_of_the_lease_holder_with_no_beat_is_answered_once_within_the_lease(
+    watched_db: Database, tmp_path: Path, fake: FakeAnthropicServer
+) -> None:
+    """No timer runs: the dead run's task, handed out again by its worker's parent, finds
+    the lease still held, and must come back for the session once the lease has lapsed."""
+    fake.reply_text("a long answer that is cut short " * 5, chunks=20, delay_s=0.2)  # ~4 s
+    fake.reply_text("the answer after the crash")
+    with cluster(
+        watched_db,
+        tmp_path,
+        mode=QueueMode.QUEUE,
+        workers=2,
+        beat=False,
+        extra_env=on_fake_model(fake),
+    ) as nodes:
+        nodes.send(["only"])
+        wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
+        victim = running_worker(nodes)
+        os.kill(victim.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        victim.wait(timeout=10)
+        lease_s = 2.0  # the cluster's NEXUS_SESSION_LEASE_MS
+        wait_for(lambda: nodes.settled(1), timeout=lease_s + 15, what="the answer")
+        assert time.monotonic() - killed_at <= lease_s + 15
+        [item] = nodes.items()
+        chain = nodes.chain()
+    assert item.disposition == Disposition.CONSUMED and item.attempts == 2
+    assert [user_texts(view) for view in completed(chain)] == [["only"]]
+    assert chain[-1].messages[-1].content["text"] == "the answer after the crash"
+    assert [kind for kind, _ in _turns(watched_db, TurnStatus.FAILED)] == ["worker_lost"]

@@ -10,7 +10,7 @@ from celery import current_app
 
 from nexus.adapters.celery_broker import CeleryDoorbell
 from nexus.bootstrap import Nexus, bootstrap, bootstrap_worker
-from nexus.doorbell import DeferredDoorbell, RecordingDoorbell
+from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, RecordingDoorbell
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.settings import Settings
 
@@ -55,16 +55,21 @@ def test_the_worker_child_rebuilds_its_graph_by_bootstrapping_again(tmp_path: Pa
     # A fresh graph, with nothing shared: its own database, coordination and broker ring.
     assert child.database is not parent.database and parent.database._engine is None
     assert child.coordination is not parent.coordination
-    assert child.celery is app and isinstance(child.doorbell, CeleryDoorbell)
+    assert child.celery is app and isinstance(child.doorbell, CoalescingDoorbell)
 
 
 def test_each_process_kind_rings_the_way_it_can(tmp_path: Path) -> None:
     embedded = _embedded(tmp_path)  # no Redis: the broker is memory://
     # A process beside `nexus dev` cannot reach its in-process broker: the relay rings.
     assert isinstance(bootstrap(embedded).doorbell, DeferredDoorbell)
-    assert isinstance(bootstrap_worker(embedded).doorbell, CeleryDoorbell)
+    # The router is rung once per drain where every ringing process sees the flag: Redis,
+    # or the one process the in-process broker lives in.
+    assert isinstance(bootstrap_worker(embedded).doorbell, CoalescingDoorbell)
     shared = _embedded(tmp_path, redis_url="redis://127.0.0.1:6379/15")
-    assert isinstance(bootstrap(shared).doorbell, CeleryDoorbell)
+    assert isinstance(bootstrap(shared).doorbell, CoalescingDoorbell)
+    # Another broker without Redis: no shared flag, so every event rings.
+    other = _embedded(tmp_path, NEXUS_BROKER_URL="amqp://guest@127.0.0.1//")
+    assert type(bootstrap(other).doorbell) is CeleryDoorbell
 
 
 def test_parts_are_built_once_on_first_use_and_can_be_replaced(tmp_path: Path) -> None:

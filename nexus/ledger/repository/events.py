@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, or_, select, update
+from sqlalchemy import Connection, bindparam, func, or_, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
@@ -15,6 +15,18 @@ from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 
 events = table_of(Event)
 queue_items = table_of(QueueItem)
+
+# Only the first disposition sticks: an event another path already settled is left alone.
+_MARK_MANY = (
+    update(events)
+    .where(events.c.id == bindparam("event_id"), events.c.status == EventStatus.RECEIVED)
+    .values(
+        status=EventStatus.PROCESSED,
+        disposition=bindparam("outcome"),
+        disposition_detail=bindparam("outcome_detail"),
+        processed_at=bindparam("now"),
+    )
+)
 
 
 class EventRepository:
@@ -77,6 +89,31 @@ class EventRepository:
             )
         )
         return bool(result.rowcount)
+
+    def mark_many_processed(self, outcomes: Sequence[tuple[str, str, str | None]]) -> None:
+        """`mark_processed` for many events (id, disposition, detail) in one executemany."""
+        if not outcomes:
+            return
+        self._conn.execute(
+            _MARK_MANY,
+            [
+                {"event_id": e, "outcome": d, "outcome_detail": t, "now": self._clock()}
+                for e, d, t in outcomes
+            ],
+        )
+
+    def claim_waiting(self, *, limit: int) -> list[EventRecord]:
+        """Events waiting for the router, oldest first, that no other router has in hand:
+        row-locked until this transaction ends (Postgres skips locked rows; SQLite has one
+        writer at a time anyway)."""
+        rows = self._conn.execute(
+            select(*columns_for(events, EventRecord))
+            .where(events.c.status == EventStatus.RECEIVED)
+            .order_by(events.c.received_at, events.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).all()
+        return [to_record(EventRecord, row) for row in rows]
 
     def unprocessed(self, *, received_before: int, limit: int = 500) -> list[str]:
         """Events still waiting for the router, oldest first (the relay re-rings these)."""

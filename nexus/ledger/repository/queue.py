@@ -237,6 +237,28 @@ class QueueRepository:
             ).scalars()
         )
 
+    def sessions_with_claims(self, *, limit: int = 1000) -> list[str]:
+        """Sessions with items a run has claimed and not settled (a run under way, or one
+        that died), oldest claim first."""
+        return list(
+            self._conn.execute(
+                select(queue_items.c.session_id)
+                .where(queue_items.c.status == QueueStatus.CLAIMED)
+                .group_by(queue_items.c.session_id)
+                .order_by(func.min(queue_items.c.enqueued_at))
+                .limit(limit)
+            ).scalars()
+        )
+
+    def session_still_owing(self, event_id: str) -> str | None:
+        """The session whose queue still holds `event_id` unsettled (queued or claimed)."""
+        return self._conn.execute(
+            select(queue_items.c.session_id)
+            .where(queue_items.c.event_id == event_id)
+            .where(queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED]))
+            .limit(1)
+        ).scalar_one_or_none()
+
     def sessions_owed_a_run(self, *, limit: int = 1000) -> list[str]:
         """Sessions with ready queued items, or with claimed ones (a run that may have died:
         ringing a live run's session is harmless, it answers "busy")."""

@@ -1,0 +1,101 @@
+"""The router run: drain waiting events in batches, then ring their sessions or run one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from nexus.access.policy import Policy
+from nexus.db import Database
+from nexus.doorbell import ROUTER_PENDING, Doorbell
+from nexus.ingest.router import (
+    ROUTE_BATCH,
+    ArrivalSignals,
+    ProcessedEvent,
+    QueuePolicy,
+    route_waiting,
+)
+
+log = structlog.get_logger(__name__)
+
+
+class RouterSignals(ArrivalSignals, Protocol):
+    """The coordination the router needs: signals for running turns, and its drain flag."""
+
+    def lower_flag(self, name: str) -> None: ...
+
+
+@dataclass
+class EventRouter:
+    """One router run (`nexus.event.process`): every waiting event, `batch` at a time.
+
+    Each batch is one transaction. After it commits, every session it queued work for is
+    rung once; on the last batch, one of them is run here instead when `run_session` is
+    given (an idle session's turn without another broker hop; a busy one is left to its
+    holder, which re-checks its queue when it releases).
+    """
+
+    database: Database
+    policies: Sequence[Policy]
+    doorbell: Doorbell
+    signals: RouterSignals
+    queueing: QueuePolicy
+    after_routing: Callable[[ProcessedEvent], object] = lambda _: None
+    run_session: Callable[[str], object] | None = None
+    batch: int = ROUTE_BATCH
+
+    def drain(self, rang_for: str | None = None) -> list[ProcessedEvent]:
+        """Route what waits; `rang_for` is the event whose ring started this run."""
+        # Lowered before the first read: an event committed from here on rings a new run,
+        # and every event committed before is in this run's reads.
+        self.signals.lower_flag(ROUTER_PENDING)
+        routed: list[ProcessedEvent] = []
+        while True:
+            with self.database.unit_of_work() as uow:
+                drained = route_waiting(
+                    uow,
+                    self.policies,
+                    arrivals=self.signals,
+                    queueing=self.queueing,
+                    limit=self.batch,
+                )
+                uow.commit()
+            routed.extend(drained.events)
+            for event in drained.events:
+                log.info(
+                    "event_routed",
+                    event_id=event.event_id,
+                    disposition=event.disposition,
+                    session=event.session_label,
+                )
+            last = len(drained.events) < self.batch
+            inline = (
+                drained.sessions[-1] if last and drained.sessions and self.run_session else None
+            )
+            for session_id in drained.sessions:
+                if session_id != inline:
+                    self.doorbell.session_has_work(session_id)
+            if inline is not None and self.run_session is not None:
+                self.run_session(inline)
+            # Hooks after the turn this run owed: a slow or broken hook delays nothing a
+            # person is waiting for.
+            for event in drained.events:
+                self.after_routing(event)
+            if last:
+                break
+        if rang_for is not None and all(e.event_id != rang_for for e in routed):
+            self._ring_if_still_owed(rang_for)
+        return routed
+
+    def _ring_if_still_owed(self, event_id: str) -> None:
+        """The event this ring was for was routed before: by another run, or by this same
+        ring delivered again because the process running it died, perhaps in the middle of
+        the turn it ran inline. Its session, if that input is still unsettled, is rung, so
+        the turn resumes without waiting for the timer."""
+        with self.database.unit_of_work() as uow:
+            session_id = uow.ledger.queue.session_still_owing(event_id)
+        if session_id is not None:
+            self.doorbell.session_has_work(session_id)

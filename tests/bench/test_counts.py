@@ -1,0 +1,59 @@
+"""The hot path's cost per event, guarded by counts (statements, transactions, Redis round
+trips), not by times: `python -m bench.counts` on the real Postgres and Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.services import PG_ADMIN_URL, REDIS_URL
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+ROOT = Path(__file__).resolve().parents[2]
+
+# Per event when messages arrive in a burst: API, router and session run together.
+BURST_CEILINGS = {"sql": 8.0, "commits": 2.0, "redis": 6.0}
+# Per event one at a time (no burst to share the costs): what it costs today, so a change
+# that adds a statement or a round trip to the path fails here and says where. (The router's
+# pending flag costs two round trips here, set by the API and lowered by the router, and
+# saves a broker publish per event and a router run per event in a burst.)
+SINGLE_CEILINGS = {"sql": 36.0, "commits": 4.0, "redis": 23.1}
+
+
+@pytest.fixture(scope="module")
+def counts() -> dict[str, Any]:
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench.counts"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "NEXUS_BENCH_POSTGRES_URL": PG_ADMIN_URL,
+            "NEXUS_BENCH_REDIS_URL": REDIS_URL,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    found: dict[str, Any] = json.loads(ran.stdout)
+    return found
+
+
+def test_a_burst_costs_at_most_the_ceilings_per_event(counts: dict[str, Any]) -> None:
+    burst = counts["burst"]
+    over = {k: burst.get(k, 0.0) for k, most in BURST_CEILINGS.items() if burst.get(k, 0.0) > most}
+    assert not over, f"per event at burst: {burst} (ceilings {BURST_CEILINGS})"
+
+
+def test_one_event_at_a_time_costs_no_more_than_it_did(counts: dict[str, Any]) -> None:
+    stages = counts["nexus"]
+    total = {key: sum(stage.get(key, 0.0) for stage in stages.values()) for key in SINGLE_CEILINGS}
+    over = {k: v for k, v in total.items() if v > SINGLE_CEILINGS[k]}
+    assert not over, f"per event, one at a time: {stages} (ceilings {SINGLE_CEILINGS})"

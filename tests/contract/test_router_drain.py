@@ -1,0 +1,149 @@
+"""The router run: waiting events drained in batches, each session rung once or run inline."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus.access.policy import load_policies
+from nexus.db import Database
+from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
+from nexus.event import Author, Container, NexusEvent
+from nexus.ingest.drain import EventRouter
+from nexus.ingest.router import ProcessedEvent, QueuePolicy, route_waiting
+from nexus.ingest.service import ingest
+from nexus.ledger.enums import Disposition, EventStatus, QueueStatus
+from nexus.queueing.coordination import InProcessCoordination
+from tests.support import FakeClock
+
+POLICIES = load_policies(None)
+
+
+def _store(database: Database, clock: FakeClock, *events: tuple[str, str]) -> None:
+    """Store (event id, sender) pairs as Telegram DMs, one millisecond apart."""
+    with database.unit_of_work() as uow:
+        for event_id, sender in events:
+            clock.advance(1)
+            event = NexusEvent(
+                id=event_id,
+                adapter="telegram",
+                platform="telegram",
+                sender=Author(id=sender),
+                container=Container(kind="dm", id=sender),
+                text=f"{event_id} from {sender}",
+                occurred_at=0,
+            )
+            ingest(uow, [event], RecordingDoorbell())
+        uow.commit()
+
+
+def _router(database: Database, **fields: object) -> tuple[EventRouter, RecordingDoorbell]:
+    doorbell = RecordingDoorbell()
+    router = EventRouter(
+        database=database,
+        policies=POLICIES,
+        doorbell=doorbell,
+        signals=InProcessCoordination(),
+        queueing=QueuePolicy(),
+        **fields,  # type: ignore[arg-type]
+    )
+    return router, doorbell
+
+
+def test_one_run_routes_every_waiting_event_and_rings_each_session_once(
+    database: Database, clock: FakeClock
+) -> None:
+    _store(database, clock, ("telegram:1", "ann"), ("telegram:2", "bob"), ("telegram:3", "ann"))
+    router, doorbell = _router(database)
+    routed = router.drain()
+    assert [r.event_id for r in routed] == ["telegram:1", "telegram:2", "telegram:3"]
+    assert all(r.disposition == "queued" for r in routed)
+    ann, bob = routed[0].session_id, routed[1].session_id
+    assert routed[2].session_id == ann and ann != bob
+    assert doorbell.sessions == [ann, bob]  # once each, in the order they were first routed
+    with database.unit_of_work() as uow:
+        statuses = {uow.ledger.events.get(r.event_id).status for r in routed}  # type: ignore[union-attr]
+        items = uow.ledger.queue.for_session(ann or "")
+    assert statuses == {EventStatus.PROCESSED}
+    assert [(i.event_id, i.status) for i in items] == [
+        ("telegram:1", QueueStatus.QUEUED),
+        ("telegram:3", QueueStatus.QUEUED),
+    ]
+    assert router.drain() == []  # nothing waits any more; a second ring is harmless
+
+
+def test_a_full_batch_is_followed_by_another_and_the_last_runs_one_session_inline(
+    database: Database, clock: FakeClock
+) -> None:
+    _store(database, clock, *((f"telegram:{n}", f"s{n % 3}") for n in range(1, 6)))
+    ran: list[str] = []
+    seen: list[ProcessedEvent] = []
+    router, doorbell = _router(database, batch=2, run_session=ran.append, after_routing=seen.append)
+    routed = router.drain()
+    assert [r.event_id for r in routed] == [f"telegram:{n}" for n in range(1, 6)]
+    assert [r.event_id for r in seen] == [r.event_id for r in routed]
+    # Batches of 2, 2 and 1: the first two ring all their sessions; the last, short one
+    # runs its session here instead of ringing it.
+    assert ran == [routed[4].session_id]
+    assert doorbell.sessions == [r.session_id for r in routed[:4]]
+
+
+def test_a_run_lowers_the_pending_flag_before_it_reads(
+    database: Database, clock: FakeClock
+) -> None:
+    signals = InProcessCoordination()
+    inner = RecordingDoorbell()
+    bell = CoalescingDoorbell(inner, signals)
+    bell.event_received("telegram:1")
+    bell.event_received("telegram:2")  # a drain is already pending: no second ring
+    assert inner.events == ["telegram:1"]
+    router = EventRouter(
+        database=database,
+        policies=POLICIES,
+        doorbell=inner,
+        signals=signals,
+        queueing=QueuePolicy(),
+    )
+    router.drain()
+    bell.event_received("telegram:3")  # committed after the drain began: it rings again
+    assert inner.events == ["telegram:1", "telegram:3"]
+    assert signals.raise_flag(ROUTER_PENDING, 1_000) is False
+
+
+@pytest.mark.postgres
+def test_two_routers_at_once_take_different_events(pg_database: Database, clock: FakeClock) -> None:
+    # Sessions and persona exist already (first contact creates rows both would insert).
+    _store(pg_database, clock, *((f"telegram:{n}", f"s{n}") for n in range(1, 5)))
+    with pg_database.unit_of_work() as uow:
+        route_waiting(uow, POLICIES)
+        uow.commit()
+    _store(pg_database, clock, *((f"telegram:{n}", f"s{n - 4}") for n in range(5, 9)))
+    with pg_database.unit_of_work() as first:
+        taken = route_waiting(first, POLICIES, limit=2)
+        # The first run's events stay locked until it commits; the second skips them.
+        with pg_database.unit_of_work() as second:
+            others = route_waiting(second, POLICIES, limit=10)
+            second.commit()
+        first.commit()
+    assert [e.event_id for e in taken.events] == ["telegram:5", "telegram:6"]
+    assert [e.event_id for e in others.events] == ["telegram:7", "telegram:8"]
+
+
+def test_a_ring_delivered_again_rings_the_session_its_event_still_waits_in(
+    database: Database, clock: FakeClock
+) -> None:
+    # The process that routed telegram:1 died in the turn it ran inline; Celery delivers
+    # its ring again. Nothing waits for the router now, but the session still owes a turn.
+    _store(database, clock, ("telegram:1", "ann"))
+    router, doorbell = _router(database, run_session=lambda _: None)
+    [first] = router.drain(rang_for="telegram:1")
+    assert doorbell.sessions == []  # it was run inline, not rung
+    assert router.drain(rang_for="telegram:1") == []
+    assert doorbell.sessions == [first.session_id]
+    with database.unit_of_work() as uow:
+        [item] = uow.ledger.queue.for_session(first.session_id or "")
+        uow.ledger.queue.dispose(
+            [item.id], status=QueueStatus.DONE, disposition=Disposition.CONSUMED
+        )
+        uow.commit()
+    router.drain(rang_for="telegram:1")  # settled since: nothing more to ring
+    assert doorbell.sessions == [first.session_id]
