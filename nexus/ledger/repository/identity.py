@@ -38,6 +38,15 @@ class IdentityRepository:
         entity between them.
         """
         now = self._clock()
+        # Almost every message is from someone seen before: one statement for them.
+        seen = self._conn.execute(
+            update(contacts)
+            .where(contacts.c.platform == platform, contacts.c.sender_id == sender_id)
+            .values(last_seen_at=now, display_name=display_name)
+            .returning(contacts.c.id)
+        ).scalar_one_or_none()
+        if seen is not None:
+            return str(seen)
         entity_id = auto_entity_id(platform, sender_id)
         self._conn.execute(
             upsert_insert(self._conn, entities)
