@@ -55,3 +55,35 @@ def test_concurrent_messages_to_one_session(
         assert len(chain) < MESSAGES // 2, "collect should have batched the burst"
     if mode != QueueMode.INTERRUPT:
         assert statuses == {TurnStatus.COMPLETED}
+
+
+def test_a_burst_of_50_in_collect_mode_while_a_turn_runs_takes_at_most_2_more_turns(
+    watched_db: Database, tmp_path: Path
+) -> None:
+    from tests.fakes.anthropic_server import FakeAnthropicServer
+    from tests.integration.session_support import on_fake_model, user_texts
+
+    burst = [f"collect-{n:02d}" for n in range(50)]
+    with FakeAnthropicServer() as fake:
+        fake.reply_text("a slow first answer " * 5, chunks=10, delay_s=0.3)  # ~3 s
+        for n in range(3):
+            fake.reply_text(f"answer {n}")
+        with cluster(
+            watched_db,
+            tmp_path,
+            mode=QueueMode.COLLECT,
+            workers=2,
+            extra_env={**on_fake_model(fake), "NEXUS_QUEUE_CAP": "100"},
+        ) as nodes:
+            nodes.send(["first"])
+            wait_for(lambda: len(fake.requests) == 1, what="the first turn to start")
+            nodes.send(burst, concurrency=16)
+            wait_for(lambda: nodes.settled(51), timeout=60, what="the burst answered")
+            items = nodes.items()
+            chain = nodes.chain()
+    assert len(items) == 51 and {i.status.value for i in items} == {"done"}
+    later = [view for view in chain if "first" not in user_texts(view)]
+    assert 1 <= len(later) <= 2, [user_texts(view) for view in later]
+    # Every message of the burst is in the ledger and was put to the model in one of them.
+    asked = sorted(text for view in later for text in user_texts(view))
+    assert asked == sorted(burst)
