@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from nexus.api.auth import require_token
+from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError
-from nexus.api.pagination import PageRequest, decode_cursor, page_body, page_request
-from nexus.api.state import AppState
+from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.db import Database
 from nexus.db.unit_of_work import UnitOfWork
 from nexus.ledger.enums import AgentStatus
 from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository import LedgerConflict, NotFound
 
-router = APIRouter(prefix="/v1", tags=["agents"], dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1", tags=["agents"], dependencies=AUTHENTICATED)
 
 # Persona names end up in session labels (system:persona:NAME), so no control characters.
 Name = Annotated[
@@ -80,31 +80,43 @@ class CapabilitiesRequest(BaseModel):
     capabilities: list[CapabilityId] = Field(max_length=64)
 
 
-def _view(agent: AgentRecord, capabilities: list[str]) -> dict[str, Any]:
-    return {**agent.model_dump(mode="json"), "capabilities": capabilities}
+class AgentView(AgentRecord):
+    """A persona with the ids of its capabilities, in the order they apply."""
+
+    capabilities: list[str]
 
 
-def _one(uow: UnitOfWork, agent_id: str) -> dict[str, Any]:
+class CapabilityView(BaseModel):
+    id: str
+    name: str
+    description: str
+    status: str
+
+
+class CapabilityList(BaseModel):
+    items: list[CapabilityView]
+
+
+def _view(agent: AgentRecord, capabilities: list[str]) -> AgentView:
+    return AgentView(**agent.model_dump(), capabilities=capabilities)
+
+
+def _one(uow: UnitOfWork, agent_id: str) -> AgentView:
     agent = uow.ledger.agents.get(agent_id)
     if agent is None:
         raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
     return _view(agent, uow.ledger.agents.capability_ids(agent_id))
 
 
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.nexus
-    return state
-
-
 @router.get("/agents")
 def list_agents(
-    request: Request,
+    database: DatabaseDep,
     page: Annotated[PageRequest, Depends(page_request)],
     include_archived: bool = False,
-) -> dict[str, Any]:
+) -> Page[AgentView]:
     """Personas in name order, a page at a time; archived ones only when asked for."""
     after = decode_cursor(page.cursor, [str])
-    with _state(request).database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         found = uow.ledger.agents.page(
             after_name=str(after[0]) if after else None,
             limit=page.limit + 1,
@@ -117,8 +129,9 @@ def list_agents(
 
 
 @router.post("/agents", status_code=201)
-def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
-    with _state(request).database.unit_of_work() as uow:
+def create_agent(body: AgentCreate, database: DatabaseDep) -> AgentView:
+    """A new persona (a name is taken once)."""
+    with database.unit_of_work() as uow:
         try:
             agent = uow.ledger.agents.create(
                 body.name,
@@ -133,13 +146,13 @@ def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
 
 
 @router.get("/agents/{agent_id}")
-def get_agent(agent_id: str, request: Request) -> dict[str, Any]:
-    with _state(request).database.unit_of_work() as uow:
+def get_agent(agent_id: str, database: DatabaseDep) -> AgentView:
+    with database.unit_of_work() as uow:
         return _one(uow, agent_id)
 
 
-def _change(request: Request, agent_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-    with _state(request).database.unit_of_work() as uow:
+def _change(database: Database, agent_id: str, changes: dict[str, Any]) -> AgentView:
+    with database.unit_of_work() as uow:
         try:
             uow.ledger.agents.update_fields(agent_id, changes)
         except NotFound as error:
@@ -152,35 +165,35 @@ def _change(request: Request, agent_id: str, changes: dict[str, Any]) -> dict[st
 
 
 @router.patch("/agents/{agent_id}")
-def patch_agent(agent_id: str, body: AgentPatch, request: Request) -> dict[str, Any]:
+def patch_agent(agent_id: str, body: AgentPatch, database: DatabaseDep) -> AgentView:
     """Change any subset of the fields; the others stay as they are."""
     changes = {field: getattr(body, field) for field in body.model_fields_set}
     if body.permissions is not None:
         changes["permissions"] = body.permissions.stored()
-    return _change(request, agent_id, changes)
+    return _change(database, agent_id, changes)
 
 
 @router.delete("/agents/{agent_id}")
-def archive_agent(agent_id: str, request: Request) -> dict[str, Any]:
+def archive_agent(agent_id: str, database: DatabaseDep) -> AgentView:
     """Archive the persona: its sessions and turns point at it, so the row always stays."""
-    return _change(request, agent_id, {"status": AgentStatus.ARCHIVED.value})
+    return _change(database, agent_id, {"status": AgentStatus.ARCHIVED.value})
 
 
 @router.get("/capabilities")
-def list_capabilities(request: Request) -> dict[str, Any]:
+def list_capabilities(graph: NexusDep) -> CapabilityList:
     """The capabilities this deployment knows, in registry order."""
-    return {
-        "items": [
-            {"id": c.id, "name": c.name, "description": c.description, "status": c.status}
-            for c in _state(request).capabilities.all()
+    return CapabilityList(
+        items=[
+            CapabilityView(id=c.id, name=c.name, description=c.description, status=c.status)
+            for c in graph.capabilities.all()
         ]
-    }
+    )
 
 
 @router.put("/agents/{agent_id}/capabilities")
-def set_capabilities(agent_id: str, body: CapabilitiesRequest, request: Request) -> dict[str, Any]:
+def set_capabilities(agent_id: str, body: CapabilitiesRequest, graph: NexusDep) -> AgentView:
     """Replace the persona's capabilities; the list's order is the order they apply in."""
-    registry = _state(request).capabilities
+    registry = graph.capabilities
     known = {c.id: c for c in registry.all()}
     seen: set[str] = set()
     for capability_id in body.capabilities:
@@ -197,7 +210,7 @@ def set_capabilities(agent_id: str, body: CapabilitiesRequest, request: Request)
             message = f"capability {capability_id!r} is not available yet"
             raise ApiError(400, "capability_unavailable", message)
     chosen = [known[c] for c in body.capabilities]
-    with _state(request).database.unit_of_work() as uow:
+    with graph.database.unit_of_work() as uow:
         if uow.ledger.agents.get(agent_id) is None:
             raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
         uow.ledger.agents.set_capabilities(

@@ -9,20 +9,9 @@ from starlette.exceptions import HTTPException
 
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
-from nexus.api import (
-    agents,
-    entities,
-    events,
-    hooks,
-    inbound,
-    messages,
-    operations,
-    routing,
-    session_index,
-    sessions,
-    turns,
-)
+from nexus.api import agents, entities, events, hooks, inbound, operations, routing, sessions, turns
 from nexus.api.auth import TokenCheck
+from nexus.api.deps import ApiState, attach
 from nexus.api.errors import (
     UNAVAILABLE,
     ApiError,
@@ -31,7 +20,6 @@ from nexus.api.errors import (
     rejected_handler,
     unavailable_handler,
 )
-from nexus.api.state import AppState
 from nexus.bootstrap import Nexus
 
 
@@ -58,35 +46,27 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     settings = nexus.settings
     api_tokens = settings.api_tokens.get_secret_value() if settings.api_tokens else None
     app = FastAPI(title="Nexus", version=__version__, docs_url="/docs")
-    app.state.nexus = AppState(
-        settings=settings,
-        database=nexus.database,
-        adapters=nexus.inbound_adapters,
-        doorbell=nexus.doorbell,
-        clock=nexus.clock,
-        tokens=TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback),
-        capabilities=nexus.capabilities,
-        coordination=nexus.coordination,
-        queueing=nexus.queue_policy,
-    )
+    tokens = TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback)
+    attach(app, ApiState(nexus=nexus, tokens=tokens))
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(HTTPException, _http_error_handler)
     for unavailable in UNAVAILABLE:
         app.add_exception_handler(unavailable, unavailable_handler)
-    app.include_router(inbound.router)
-    app.include_router(events.router)
-    app.include_router(entities.router)
-    app.include_router(session_index.router)
-    app.include_router(sessions.router)
-    app.include_router(messages.router)
-    app.include_router(agents.router)
-    app.include_router(turns.router)
-    app.include_router(routing.router)
-    app.include_router(hooks.router)
-    # Last: GET /v1/sessions/{label} would otherwise swallow /v1/sessions/{label}/queue.
-    app.include_router(session_index.by_label)
-    app.include_router(operations.router)
+    # One router per resource. Order matters only inside one: /v1/sessions ends with its
+    # `{label:path}` route, which would otherwise swallow /v1/sessions/{label}/….
+    for resource in (
+        inbound,
+        events,
+        entities,
+        sessions,
+        agents,
+        turns,
+        routing,
+        hooks,
+        operations,
+    ):
+        app.include_router(resource.router)
 
     return app

@@ -6,8 +6,6 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from fastapi import Request
-
 from nexus.api.errors import ApiError
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -15,6 +13,15 @@ _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 def digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who called: a bearer token (named by a short digest prefix, never the token) or,
+    in `nexus dev` without tokens, this machine."""
+
+    kind: str  # token | loopback
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -29,10 +36,10 @@ class TokenCheck:
         parts = [part.strip() for part in (tokens or "").split(",") if part.strip()]
         return cls(tuple(digest(part) for part in parts), open_on_loopback)
 
-    def verify(self, authorization: str | None, client_host: str | None) -> None:
+    def verify(self, authorization: str | None, client_host: str | None) -> Caller:
         if not self.digests:
             if self.open_on_loopback and client_host in _LOOPBACK:
-                return
+                return Caller(kind="loopback")
             raise ApiError(401, "unauthorized", "NEXUS_API_TOKENS is not set: /v1 is closed")
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
@@ -44,10 +51,4 @@ class TokenCheck:
             matched |= hmac.compare_digest(presented, known)
         if not matched:
             raise ApiError(401, "unauthorized", "the bearer token is not valid")
-
-
-def require_token(request: Request) -> None:
-    """FastAPI dependency for every authenticated route."""
-    check: TokenCheck = request.app.state.nexus.tokens
-    client = request.client.host if request.client else None
-    check.verify(request.headers.get("authorization"), client)
+        return Caller(kind="token", token=presented.hex()[:8])

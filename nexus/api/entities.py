@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.api.auth import require_token
+from nexus.api.deps import AUTHENTICATED, DatabaseDep, DoorbellDep
 from nexus.api.errors import ApiError
-from nexus.api.state import AppState
 from nexus.identity.merge import merge_entities
 from nexus.ledger.repository import LedgerConflict, NotFound
 
-router = APIRouter(prefix="/v1/entities", tags=["entities"], dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1/entities", tags=["entities"], dependencies=AUTHENTICATED)
 
 
 class MergeRequest(BaseModel):
@@ -28,11 +27,11 @@ class MergeResponse(BaseModel):
 
 
 @router.post("/merge")
-def merge(body: MergeRequest, request: Request) -> MergeResponse:
-    state: AppState = request.app.state.nexus
+def merge(body: MergeRequest, database: DatabaseDep, doorbell: DoorbellDep) -> MergeResponse:
+    """These entities are one person: their DM sessions get aliases to one primary."""
     try:
-        with state.database.unit_of_work() as uow:
-            result = merge_entities(uow, into=body.into, merged=body.merge, doorbell=state.doorbell)
+        with database.unit_of_work() as uow:
+            result = merge_entities(uow, into=body.into, merged=body.merge, doorbell=doorbell)
             uow.commit()
     except NotFound as error:
         raise ApiError(404, "not_found", str(error)) from error

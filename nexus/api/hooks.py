@@ -4,75 +4,87 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
 
-from nexus.api.auth import require_token
+from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError
-from nexus.api.pagination import PageRequest, decode_cursor, page_body, page_request
-from nexus.api.state import AppState
+from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.db import Database
 from nexus.ledger.records import HookRecord
 
-router = APIRouter(prefix="/v1/hooks", tags=["hooks"], dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1/hooks", tags=["hooks"], dependencies=AUTHENTICATED)
 
 
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.nexus
-    return state
+class HookView(BaseModel):
+    """A hook and its breaker; not its path or own state, the operator's files and data."""
+
+    name: str
+    description: str
+    mode: str
+    schedule: str | None
+    enabled: bool
+    breaker_state: str
+    consecutive_errors: int
+    last_fired_at: int | None
+
+    @classmethod
+    def of(cls, hook: HookRecord) -> HookView:
+        return cls.model_validate(hook.model_dump())
 
 
-def _view(hook: HookRecord) -> dict[str, Any]:
-    # Not the path or the hook's own state: those are the operator's files and data.
-    return {
-        "name": hook.name,
-        "description": hook.description,
-        "mode": hook.mode,
-        "schedule": hook.schedule,
-        "enabled": hook.enabled,
-        "breaker_state": hook.breaker_state,
-        "consecutive_errors": hook.consecutive_errors,
-        "last_fired_at": hook.last_fired_at,
-    }
+class HookList(BaseModel):
+    items: list[HookView]
 
 
-def _invocation(row: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "event_id", "started_at", "latency_ms", "fired", "result", "error")
-    return {key: row[key] for key in keys}
+class InvocationView(BaseModel):
+    id: str
+    event_id: str | None
+    started_at: int
+    latency_ms: int
+    fired: bool
+    result: dict[str, Any] | None
+    error: str | None
+
+
+def _invocation(row: dict[str, Any]) -> InvocationView:
+    return InvocationView.model_validate({key: row[key] for key in InvocationView.model_fields})
 
 
 @router.get("")
-def list_hooks(request: Request) -> dict[str, Any]:
+def list_hooks(database: DatabaseDep) -> HookList:
     """Every hook the table knows, by name; one whose file is gone shows as disabled."""
-    with _state(request).database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         hooks = uow.ledger.hooks.all()
-    return {"items": [_view(hook) for hook in hooks]}
+    return HookList(items=[HookView.of(hook) for hook in hooks])
 
 
-def _switch(request: Request, name: str, enabled: bool) -> dict[str, Any]:
-    with _state(request).database.unit_of_work() as uow:
+def _switch(database: Database, name: str, enabled: bool) -> HookView:
+    with database.unit_of_work() as uow:
         hook = uow.ledger.hooks.set_enabled(name, enabled)
         if hook is None:
             raise ApiError(404, "not_found", f"no hook named {name!r}")
         uow.commit()
-    return _view(hook)
+    return HookView.of(hook)
 
 
 @router.post("/{name}/enable")
-def enable(name: str, request: Request) -> dict[str, Any]:
-    return _switch(request, name, True)
+def enable(name: str, database: DatabaseDep) -> HookView:
+    return _switch(database, name, True)
 
 
 @router.post("/{name}/disable")
-def disable(name: str, request: Request) -> dict[str, Any]:
-    return _switch(request, name, False)
+def disable(name: str, database: DatabaseDep) -> HookView:
+    return _switch(database, name, False)
 
 
 @router.get("/{name}/invocations")
 def invocations(
-    name: str, request: Request, page: Annotated[PageRequest, Depends(page_request)]
-) -> dict[str, Any]:
+    name: str, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
+) -> Page[InvocationView]:
     """The hook's evaluations, newest first, a page at a time."""
     before = decode_cursor(page.cursor, [int, str])
-    with _state(request).database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         if uow.ledger.hooks.get(name) is None:
             raise ApiError(404, "not_found", f"no hook named {name!r}")
         rows = uow.ledger.hooks.invocations_page(

@@ -7,37 +7,61 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from nexus.adapters.inbound.base import InboundAdapter, InboundOutcome, InboundRequest
 from nexus.api.body import read_limited
+from nexus.api.deps import NexusDep
 from nexus.api.errors import ApiError
-from nexus.api.state import AppState
+from nexus.bootstrap import Nexus
 from nexus.ingest.service import ingest
 
 router = APIRouter(prefix="/v1/inbound", tags=["inbound"])
 
 
-def _adapter(state: AppState, name: str) -> InboundAdapter:
-    adapter = state.adapters.get(name)
+class Stored(BaseModel):
+    event_id: str
+    duplicate: bool
+    routable: bool
+
+
+class Accepted(BaseModel):
+    """What a delivery recorded (answered only after the commit)."""
+
+    accepted: list[Stored]
+
+
+# A platform gets what it asked for: this JSON, or its own answer (a challenge echoed as
+# text, TwiML, a Slack or Discord handshake), so the routes answer raw responses.
+PLATFORM_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": Accepted,
+        "description": "Recorded; or the platform's own handshake answer",
+        "content": {"text/plain": {}, "application/xml": {}},
+    }
+}
+
+
+def _adapter(graph: Nexus, name: str) -> InboundAdapter:
+    adapter = graph.inbound_adapters.get(name)
     if adapter is None:
-        known = ", ".join(sorted(state.adapters))
+        known = ", ".join(sorted(graph.inbound_adapters))
         raise ApiError(404, "unknown_adapter", f"no inbound adapter {name!r} (known: {known})")
     return adapter
 
 
-def _store(state: AppState, outcome: InboundOutcome) -> list[dict[str, Any]]:
-    with state.database.unit_of_work() as uow:
-        results = ingest(uow, outcome.events, state.doorbell)
+def _store(graph: Nexus, outcome: InboundOutcome) -> list[Stored]:
+    with graph.database.unit_of_work() as uow:
+        results = ingest(uow, outcome.events, graph.doorbell)
         uow.commit()
     return [
-        {"event_id": r.event_id, "duplicate": not r.stored, "routable": r.routable} for r in results
+        Stored(event_id=r.event_id, duplicate=not r.stored, routable=r.routable) for r in results
     ]
 
 
-async def _handle(request: Request, name: str) -> Response:
-    state: AppState = request.app.state.nexus
-    adapter = _adapter(state, name)
-    body = await read_limited(request, state.settings.max_body_bytes)
+async def _handle(request: Request, graph: Nexus, name: str) -> Response:
+    adapter = _adapter(graph, name)
+    body = await read_limited(request, graph.settings.max_body_bytes)
     inbound = InboundRequest(
         method=request.method,
         url=str(request.url),
@@ -45,9 +69,9 @@ async def _handle(request: Request, name: str) -> Response:
         body=body,
         query=dict(request.query_params),
     )
-    adapter.verify(inbound, now_ms=state.clock())
+    adapter.verify(inbound, now_ms=graph.clock())
     outcome = adapter.parse(inbound)
-    stored = await run_in_threadpool(_store, state, outcome) if outcome.events else []
+    stored = await run_in_threadpool(_store, graph, outcome) if outcome.events else []
     # The platform hears back only now, after the commit: a 2xx always means "recorded".
     if outcome.answer is not None:
         answer = outcome.answer
@@ -55,16 +79,16 @@ async def _handle(request: Request, name: str) -> Response:
             return JSONResponse(answer.body)
         # A challenge echoed as text, or TwiML: the platform wants the bytes verbatim.
         return Response(str(answer.body), media_type=answer.media_type)
-    return JSONResponse({"accepted": stored})
+    return JSONResponse(Accepted(accepted=stored).model_dump())
 
 
-@router.post("/{adapter}")
-async def receive(request: Request, adapter: str) -> Response:
+@router.post("/{adapter}", responses=PLATFORM_ANSWERS)
+async def receive(request: Request, adapter: str, graph: NexusDep) -> Response:
     """A platform's webhook delivery."""
-    return await _handle(request, adapter)
+    return await _handle(request, graph, adapter)
 
 
-@router.get("/{adapter}")
-async def handshake(request: Request, adapter: str) -> Response:
+@router.get("/{adapter}", responses=PLATFORM_ANSWERS)
+async def handshake(request: Request, adapter: str, graph: NexusDep) -> Response:
     """Subscription handshakes that platforms send as GET (WhatsApp's hub challenge)."""
-    return await _handle(request, adapter)
+    return await _handle(request, graph, adapter)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from pydantic import BaseModel
 from sqlalchemy import text
 
-from nexus.api.state import AppState
+from nexus.api.deps import DatabaseDep, SettingsDep
 from nexus.db import Database
 
 router = APIRouter(tags=["operations"])
@@ -20,36 +20,42 @@ router = APIRouter(tags=["operations"])
 LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str  # ready | not ready
+    checks: dict[str, str]  # what was checked: "ok", or "failed: <why>"
+
+
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+def healthz() -> Health:
     """The process answers (liveness); says nothing about what it depends on."""
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
-@router.get("/readyz")
-def readyz(request: Request) -> JSONResponse:
+@router.get("/readyz", responses={503: {"model": Readiness, "description": "Not ready"}})
+def readyz(database: DatabaseDep, settings: SettingsDep, response: Response) -> Readiness:
     """Ready to take traffic: the ledger answers, and Redis when one is configured."""
-    state: AppState = request.app.state.nexus
     checks: dict[str, str] = {}
     try:
-        with state.database.engine.connect() as connection:
+        with database.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
         checks["database"] = "ok"
     except Exception as error:  # any failure means not ready; the reason is the answer
         checks["database"] = f"failed: {type(error).__name__}"
-    if state.settings.redis_url:
+    if settings.redis_url:
         import redis
 
         try:
-            redis.Redis.from_url(state.settings.redis_url, socket_timeout=2).ping()
+            redis.Redis.from_url(settings.redis_url, socket_timeout=2).ping()
             checks["redis"] = "ok"
         except redis.RedisError as error:
             checks["redis"] = f"failed: {type(error).__name__}"
     ready = all(value == "ok" for value in checks.values())
-    return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
-        status_code=200 if ready else 503,
-    )
+    response.status_code = 200 if ready else 503
+    return Readiness(status="ready" if ready else "not ready", checks=checks)
 
 
 class LedgerCollector(Collector):
@@ -106,10 +112,13 @@ class LedgerCollector(Collector):
         yield sent
 
 
-@router.get("/metrics")
-def metrics(request: Request) -> Response:
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}},
+)
+def metrics(database: DatabaseDep) -> Response:
     """Prometheus text format."""
-    state: AppState = request.app.state.nexus
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LedgerCollector(state.database))
+    registry.register(LedgerCollector(database))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -7,9 +7,10 @@ import binascii
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Generic, TypeVar
 
 from fastapi import Query
+from pydantic import BaseModel
 
 from nexus.api.errors import ApiError
 
@@ -18,6 +19,7 @@ MAX_LIMIT = 200
 MAX_CURSOR_LENGTH = 1024
 
 T = TypeVar("T")
+V = TypeVar("V")
 CursorKey = tuple[str | int, ...]
 
 
@@ -64,17 +66,24 @@ def decode_cursor(cursor: str | None, shape: Sequence[type]) -> CursorKey | None
     return tuple(key)
 
 
+class Page(BaseModel, Generic[V]):
+    """One page of a list; `next_cursor` fetches the next (null: this was the last)."""
+
+    items: list[V]
+    next_cursor: str | None
+
+
 def page_body(
     rows: Sequence[T],
     limit: int,
     key_of: Callable[[T], CursorKey],
-    view: Callable[[T], Any],
-) -> dict[str, Any]:
+    view: Callable[[T], V],
+) -> Page[V]:
     """The answer for rows fetched with `limit + 1`: the extra row only says a next page
     exists, so the cursor points at the last row shown."""
     shown = rows[:limit]
     more = len(rows) > limit
-    return {
-        "items": [view(row) for row in shown],
-        "next_cursor": encode_cursor(key_of(shown[-1])) if more and shown else None,
-    }
+    return Page[V](
+        items=[view(row) for row in shown],
+        next_cursor=encode_cursor(key_of(shown[-1])) if more and shown else None,
+    )

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from nexus.api.auth import require_token
+from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError
-from nexus.api.state import AppState
 from nexus.ledger.records import SessionLabel, SessionRecord, StorableText
 from nexus.ledger.repository import Ledger, NotForkable, NotFound
 from nexus.routing.route import RouteTarget, TargetKind, persona_session_label, route
 
-router = APIRouter(prefix="/v1", tags=["routing"], dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1", tags=["routing"], dependencies=AUTHENTICATED)
 
 _KINDS: tuple[TargetKind, ...] = ("thread", "session", "persona")
 
@@ -44,6 +43,19 @@ class RouteRequest(BaseModel):
         raise AssertionError("validated: one target is set")  # pragma: no cover
 
 
+class Resolved(BaseModel):
+    """Where a turn for the target would go, and how it was found."""
+
+    session: str
+    session_id: str
+    persona_id: str
+    thread_id: str | None
+    how: str  # head | fork | label | alias | persona | created | smart
+    score: float | None
+    created: bool
+    smart_changed: bool
+
+
 def _planned(ledger: Ledger, target: RouteTarget) -> SessionRecord | None:
     """Where the target alone leads, read without creating anything (None: nowhere yet)."""
     if target.kind == "thread":
@@ -54,15 +66,14 @@ def _planned(ledger: Ledger, target: RouteTarget) -> SessionRecord | None:
 
 
 @router.post("/route")
-def resolve_route(body: RouteRequest, request: Request) -> dict[str, Any]:
+def resolve_route(body: RouteRequest, database: DatabaseDep) -> Resolved:
     """The session a turn for this target would extend.
 
     Resolving can create that session (a fork at a turn that heads no session, a persona's
     main session), so the label answered always exists; nothing is queued for it.
     """
-    state: AppState = request.app.state.nexus
     target = body.target()
-    with state.database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         try:
             routed = route(uow.ledger, target, text=body.content)
         except NotFound as error:
@@ -74,13 +85,13 @@ def resolve_route(body: RouteRequest, request: Request) -> dict[str, Any]:
         planned = _planned(uow.ledger, target) if routed.how == "smart" else routed.session
         uow.commit()
     session = routed.session
-    return {
-        "session": session.label,
-        "session_id": session.id,
-        "persona_id": session.persona_id,
-        "thread_id": session.thread_id,
-        "how": routed.how,
-        "score": routed.score,
-        "created": routed.how in ("fork", "created"),
-        "smart_changed": planned is None or planned.id != session.id,
-    }
+    return Resolved(
+        session=session.label,
+        session_id=session.id,
+        persona_id=session.persona_id,
+        thread_id=session.thread_id,
+        how=routed.how,
+        score=routed.score,
+        created=routed.how in ("fork", "created"),
+        smart_changed=planned is None or planned.id != session.id,
+    )

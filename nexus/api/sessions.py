@@ -1,126 +1,246 @@
-"""Sessions: the queue (list, cancel) and manual compaction; more lands with the Surfaces work."""
+"""/v1/sessions: list and create, send and read, abort and stream, the queue, compaction."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Iterator
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import StreamingResponse
 
 from nexus.agents.tree import session_tree
-from nexus.api.auth import require_token
+from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError
-from nexus.api.state import AppState
-from nexus.ingest.direct import request_compaction
-from nexus.ledger.enums import Disposition, QueueStatus
-from nexus.ledger.records import QueueItemRecord, SessionRecord
-from nexus.ledger.repository import NotFound
+from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.api.schemas.sessions import (
+    AbortRequested,
+    CompactQueued,
+    CompactRequest,
+    CreateSession,
+    Queued,
+    QueueItemView,
+    QueueView,
+    SendMessage,
+    SessionThread,
+    SessionTree,
+    SessionView,
+)
+from nexus.bootstrap import Nexus
+from nexus.db import UnitOfWork
+from nexus.ingest.direct import request_compaction, send_to_session
+from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
+from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
+from nexus.ledger.repository import LabelTaken, NotFound
+from nexus.queueing.coordination import Coordination
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=[Depends(require_token)])
-
-
-class CompactRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    instructions: str | None = Field(default=None, max_length=4000)
-
-
-class CompactResponse(BaseModel):
-    """The compaction is queued: the session's runner carries it out in queue order, under
-    its lease; the queue item's disposition (and `consumed_by_turn_id`) tells the outcome."""
-
-    status: str  # queued
-    session: str
-    queue_item_id: str
-
-
-def _compact(state: AppState, label: str, instructions: str | None) -> CompactResponse:
-    with state.database.unit_of_work() as uow:
-        session = uow.ledger.sessions.resolve(label)
-        if session is None:
-            raise ApiError(404, "not_found", f"no session labelled {label!r}")
-        item_id = request_compaction(uow, session, state.doorbell, instructions=instructions)
-        uow.commit()
-    return CompactResponse(status="queued", session=session.label, queue_item_id=item_id)
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
+# A quiet stream still sends a comment this often, so proxies keep the connection open
+# and a client that went away is noticed.
+KEEPALIVE_MS = 15_000
 
 
-@router.post("/{label:path}/compact", status_code=202)
-async def compact(
-    label: str, request: Request, body: CompactRequest | None = None
-) -> CompactResponse:
-    """Queue a compaction of the session's context; every turn stays in the ledger."""
-    state: AppState = request.app.state.nexus
-    return await run_in_threadpool(_compact, state, label, body.instructions if body else None)
+def session_view(uow: UnitOfWork, session: SessionRecord) -> SessionView:
+    persona = uow.ledger.agents.get(session.persona_id)
+    return SessionView(
+        **session.model_dump(),
+        persona=persona.name if persona else None,
+        aliases=[alias for alias, _ in uow.ledger.sessions.aliases_of(session.label)],
+    )
 
 
-class QueueItemView(BaseModel):
-    id: str
-    event_id: str | None
-    mode: str
-    status: str
-    disposition: str | None
-    detail: str | None
-    attempts: int
-    enqueued_at: int
-    consumed_by_turn_id: str | None
-
-    @classmethod
-    def of(cls, item: QueueItemRecord) -> QueueItemView:
-        return cls(
-            id=item.id,
-            event_id=item.event_id,
-            mode=item.mode.value,
-            status=item.status.value,
-            disposition=item.disposition.value if item.disposition else None,
-            detail=item.disposition_detail,
-            attempts=item.attempts,
-            enqueued_at=item.enqueued_at,
-            consumed_by_turn_id=item.consumed_by_turn_id,
-        )
-
-
-class QueueView(BaseModel):
-    session: str
-    items: list[QueueItemView]
-
-
-def _session(state: AppState, label: str) -> SessionRecord:
-    with state.database.unit_of_work() as uow:
-        session = uow.ledger.sessions.resolve(label)
+def resolve(uow: UnitOfWork, label: str) -> SessionRecord:
+    session = uow.ledger.sessions.resolve(label)
     if session is None:
         raise ApiError(404, "not_found", f"no session labelled {label!r}")
     return session
 
 
-@router.get("/{label:path}/tree")
-def tree(label: str, request: Request) -> dict[str, Any]:
-    """The session's turn tree: each turn, and the workers and forks that branch off it."""
-    state: AppState = request.app.state.nexus
-    with state.database.unit_of_work() as uow:
+def _session(database: DatabaseDep, label: str) -> SessionRecord:
+    with database.unit_of_work() as uow:
+        return resolve(uow, label)
+
+
+@router.get("")
+def list_sessions(
+    database: DatabaseDep,
+    page: Annotated[PageRequest, Depends(page_request)],
+    persona: str | None = None,
+) -> Page[SessionView]:
+    """Sessions in label order, optionally of one persona (by name)."""
+    after = decode_cursor(page.cursor, [str])
+    with database.unit_of_work() as uow:
+        persona_id = None
+        if persona is not None:
+            agent = uow.ledger.agents.get_by_name(persona)
+            if agent is None:
+                raise ApiError(404, "not_found", f"no persona named {persona!r}")
+            persona_id = agent.id
+        rows = uow.ledger.sessions.page(
+            after_label=str(after[0]) if after else None,
+            limit=page.limit + 1,
+            persona_id=persona_id,
+        )
+        return page_body(rows, page.limit, lambda s: (s.label,), lambda s: session_view(uow, s))
+
+
+@router.post("", status_code=201)
+def create_session(body: CreateSession, database: DatabaseDep) -> SessionView:
+    """A new, empty session for a persona (created when it does not exist yet)."""
+    with database.unit_of_work() as uow:
+        if uow.ledger.sessions.resolve(body.label) is not None:
+            raise ApiError(409, "conflict", f"session {body.label!r} exists")
+        agent = uow.ledger.agents.ensure(body.persona)
         try:
-            return session_tree(uow.ledger, label)
+            session = uow.ledger.sessions.create(
+                NewSession(
+                    label=body.label,
+                    persona_id=agent.id,
+                    origin=SessionOrigin.USER,
+                    queue_mode=body.queue_mode,
+                )
+            )
+        except LabelTaken as error:
+            raise ApiError(409, "conflict", str(error)) from error
+        view = session_view(uow, session)
+        uow.commit()
+    return view
+
+
+# -- talking to a session --------------------------------------------------------------------
+
+
+def _send(graph: Nexus, label: str, body: SendMessage) -> Queued:
+    with graph.database.unit_of_work() as uow:
+        queued = send_to_session(
+            uow,
+            label,
+            body.content,
+            graph.doorbell,
+            persona=body.persona,
+            mode=body.mode,
+            source=body.source,
+            arrivals=graph.coordination,
+            queueing=graph.queue_policy,
+        )
+        uow.commit()
+    return Queued(
+        event_id=queued.event_id,
+        queue_item_id=queued.queue_item_id,
+        session=queued.session.label,
+        mode=queued.mode,
+    )
+
+
+@router.post("/{label:path}/messages", status_code=202)
+async def send_message(label: SessionLabel, body: SendMessage, graph: NexusDep) -> Queued:
+    """Queue a message (the session is created with `persona` when it does not exist); the
+    answer is a turn, read from /turns or the stream."""
+    return await run_in_threadpool(_send, graph, label, body)
+
+
+@router.get("/{label:path}/turns")
+def thread_at_head(label: str, database: DatabaseDep, limit: int | None = None) -> SessionThread:
+    """The thread at the session's head: its turns oldest first, with their messages
+    (`limit`: only the newest that many)."""
+    with database.unit_of_work() as uow:
+        session = resolve(uow, label)
+        chain = uow.ledger.threads.read_ancestry(session.thread_id) if session.thread_id else []
+    if limit is not None and limit >= 0:
+        chain = chain[-limit:] if limit else []
+    return SessionThread(session=session.label, turns=chain)
+
+
+@router.post("/{label:path}/abort", status_code=202)
+def abort(label: str, database: DatabaseDep, coordination: CoordinationDep) -> AbortRequested:
+    """Ask the running turn to stop at its next stream chunk or boundary; its partial answer
+    is kept as an aborted turn. Harmless when nothing runs."""
+    session = _session(database, label)
+    coordination.request_abort(session.id)
+    return AbortRequested(session=session.label, abort_requested=True)
+
+
+@router.get(
+    "/{label:path}/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events"}},
+)
+def stream(
+    label: str,
+    database: DatabaseDep,
+    coordination: CoordinationDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    """Server-sent events for the session (seed 003's names, each with an id). Reconnect
+    with `Last-Event-ID` to replay what was missed while it is kept (an hour, 1,000
+    events)."""
+    session = _session(database, label)
+    after = last_event_id or coordination.stream_tail(session.id)
+    return StreamingResponse(
+        _events(coordination, session.id, after),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _events(coordination: Coordination, session_id: str, after: str) -> Iterator[str]:
+    """Runs in a thread (Starlette iterates a sync generator there); ends when the client
+    goes away, noticed at the next write."""
+    yield "retry: 2000\n\n"
+    while True:
+        entries = coordination.read_stream(session_id, after, block_ms=KEEPALIVE_MS)
+        if not entries:
+            yield ": keep-alive\n\n"
+            continue
+        for entry in entries:
+            data = json.dumps(entry.data, separators=(",", ":"), default=str)
+            yield f"id: {entry.id}\nevent: {entry.type}\ndata: {data}\n\n"
+            after = entry.id
+
+
+# -- the queue, the tree, compaction -----------------------------------------------------------
+
+
+def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueued:
+    with graph.database.unit_of_work() as uow:
+        session = resolve(uow, label)
+        item_id = request_compaction(uow, session, graph.doorbell, instructions=instructions)
+        uow.commit()
+    return CompactQueued(status="queued", session=session.label, queue_item_id=item_id)
+
+
+@router.post("/{label:path}/compact", status_code=202)
+async def compact(label: str, graph: NexusDep, body: CompactRequest | None = None) -> CompactQueued:
+    """Queue a compaction of the session's context; every turn stays in the ledger."""
+    return await run_in_threadpool(_compact, graph, label, body.instructions if body else None)
+
+
+@router.get("/{label:path}/tree")
+def tree(label: str, database: DatabaseDep) -> SessionTree:
+    """The session's turn tree: each turn, and the workers and forks that branch off it."""
+    with database.unit_of_work() as uow:
+        try:
+            return SessionTree.model_validate(session_tree(uow.ledger, label))
         except NotFound as error:
             raise ApiError(404, "not_found", str(error)) from error
 
 
 @router.get("/{label:path}/queue")
-def queue(label: str, request: Request, open_only: bool = False) -> QueueView:
+def queue(label: str, database: DatabaseDep, open_only: bool = False) -> QueueView:
     """The session's queue items in order, with what became of each."""
-    state: AppState = request.app.state.nexus
-    session = _session(state, label)
+    session = _session(database, label)
     statuses = [QueueStatus.QUEUED, QueueStatus.CLAIMED] if open_only else None
-    with state.database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         items = uow.ledger.queue.for_session(session.id, statuses=statuses)
     return QueueView(session=session.label, items=[QueueItemView.of(i) for i in items])
 
 
 @router.delete("/{label:path}/queue/{item_id}")
-def cancel(label: str, item_id: str, request: Request) -> QueueItemView:
+def cancel(label: str, item_id: str, database: DatabaseDep) -> QueueItemView:
     """Cancel a waiting item; one a run has claimed (or that is settled) is 409."""
-    state: AppState = request.app.state.nexus
-    session = _session(state, label)
-    with state.database.unit_of_work() as uow:
+    session = _session(database, label)
+    with database.unit_of_work() as uow:
         item = uow.ledger.queue.get(item_id)
         if item is None or item.session_id != session.id:
             raise ApiError(404, "not_found", f"no queue item {item_id!r} in {session.label!r}")
@@ -137,3 +257,11 @@ def cancel(label: str, item_id: str, request: Request) -> QueueItemView:
         uow.commit()
     assert cancelled is not None
     return QueueItemView.of(cancelled)
+
+
+# Last: `{label:path}` would otherwise swallow every /v1/sessions/{label}/… route above.
+@router.get("/{label:path}")
+def get_session(label: str, database: DatabaseDep) -> SessionView:
+    """One session; a label that is an alias (after an entity merge) gives its target."""
+    with database.unit_of_work() as uow:
+        return session_view(uow, resolve(uow, label))

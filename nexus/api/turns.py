@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from nexus.api.auth import require_token
+from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError
-from nexus.api.state import AppState
 from nexus.db.unit_of_work import UnitOfWork
-from nexus.ledger.records import SessionLabel, TurnView
+from nexus.ledger.records import SessionLabel, SessionRecord, TurnView
 from nexus.ledger.repository import LabelTaken, NotForkable
 
-router = APIRouter(prefix="/v1/turns", tags=["turns"], dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1/turns", tags=["turns"], dependencies=AUTHENTICATED)
 
 
 class ForkRequest(BaseModel):
@@ -23,9 +20,9 @@ class ForkRequest(BaseModel):
     label: SessionLabel | None = None  # None: the ledger names it fork-<id>
 
 
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.nexus
-    return state
+class TurnThread(BaseModel):
+    turn_id: str
+    turns: list[TurnView]
 
 
 def _turn(uow: UnitOfWork, turn_id: str) -> TurnView:
@@ -36,16 +33,16 @@ def _turn(uow: UnitOfWork, turn_id: str) -> TurnView:
 
 
 @router.get("/{turn_id}")
-def get_turn(turn_id: str, request: Request) -> dict[str, Any]:
+def get_turn(turn_id: str, database: DatabaseDep) -> TurnView:
     """One turn with its messages and tool calls (the shape `nexus turn --json` prints)."""
-    with _state(request).database.unit_of_work() as uow:
-        return _turn(uow, turn_id).model_dump(mode="json")
+    with database.unit_of_work() as uow:
+        return _turn(uow, turn_id)
 
 
 @router.get("/{turn_id}/thread")
-def get_thread(turn_id: str, request: Request) -> dict[str, Any]:
+def get_thread(turn_id: str, database: DatabaseDep) -> TurnThread:
     """Every turn from the root to this one, oldest first, compactions included."""
-    with _state(request).database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         view = _turn(uow, turn_id)
         if uow.ledger.threads.get_thread(turn_id) is not None:
             chain = uow.ledger.threads.read_ancestry(turn_id)
@@ -53,14 +50,14 @@ def get_thread(turn_id: str, request: Request) -> dict[str, Any]:
             # A failed or superseded turn is off every chain; its ancestry is its parent's.
             parent = view.turn.parent_turn_id
             chain = [*(uow.ledger.threads.read_ancestry(parent) if parent else []), view]
-    return {"turn_id": turn_id, "turns": [v.model_dump(mode="json") for v in chain]}
+    return TurnThread(turn_id=turn_id, turns=chain)
 
 
 @router.post("/{turn_id}/fork", status_code=201)
-def fork(turn_id: str, request: Request, body: ForkRequest | None = None) -> dict[str, Any]:
+def fork(turn_id: str, database: DatabaseDep, body: ForkRequest | None = None) -> SessionRecord:
     """A new session whose head is this turn; the persona is the thread's."""
     label = body.label if body else None
-    with _state(request).database.unit_of_work() as uow:
+    with database.unit_of_work() as uow:
         _turn(uow, turn_id)
         try:
             session = uow.ledger.sessions.fork(turn_id, label=label)
@@ -69,4 +66,4 @@ def fork(turn_id: str, request: Request, body: ForkRequest | None = None) -> dic
         except LabelTaken as error:
             raise ApiError(409, "conflict", str(error)) from error
         uow.commit()
-    return session.model_dump(mode="json")
+    return session

@@ -1,0 +1,73 @@
+"""What routes take as parameters: the app's services and the caller, as FastAPI dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+
+from nexus.api.auth import Caller, TokenCheck
+from nexus.bootstrap import Nexus
+from nexus.db import Database
+from nexus.doorbell import Doorbell
+from nexus.queueing.coordination import Coordination
+from nexus.settings import Settings
+
+
+@dataclass(frozen=True)
+class ApiState:
+    """What `create_app` leaves on the app: the process's object graph and the tokens."""
+
+    nexus: Nexus
+    tokens: TokenCheck
+
+
+def attach(app: FastAPI, state: ApiState) -> None:
+    """Leave the app's state where `api_state` finds it (this module owns the place)."""
+    app.state.nexus = state
+
+
+async def api_state(request: Request) -> ApiState:
+    # The one place a route's services come from: everything else asks for them by type.
+    # (These are `async` only so FastAPI calls them inline rather than in a thread.)
+    state: ApiState = request.app.state.nexus
+    return state
+
+
+async def nexus(state: Annotated[ApiState, Depends(api_state)]) -> Nexus:
+    return state.nexus
+
+
+NexusDep = Annotated[Nexus, Depends(nexus)]
+
+
+async def database(graph: NexusDep) -> Database:
+    return graph.database
+
+
+async def doorbell(graph: NexusDep) -> Doorbell:
+    return graph.doorbell
+
+
+async def coordination(graph: NexusDep) -> Coordination:
+    return graph.coordination
+
+
+async def settings(graph: NexusDep) -> Settings:
+    return graph.settings
+
+
+async def caller(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Caller:
+    """The authenticated caller of a /v1 route (401 otherwise)."""
+    client = request.client.host if request.client else None
+    return state.tokens.verify(request.headers.get("authorization"), client)
+
+
+DatabaseDep = Annotated[Database, Depends(database)]
+DoorbellDep = Annotated[Doorbell, Depends(doorbell)]
+CoordinationDep = Annotated[Coordination, Depends(coordination)]
+SettingsDep = Annotated[Settings, Depends(settings)]
+CallerDep = Annotated[Caller, Depends(caller)]
+# For routers whose every route needs a caller but not its identity.
+AUTHENTICATED = [Depends(caller)]

@@ -1,0 +1,1 @@
+"""Request and response bodies of the resources whose routers would otherwise run long."""

@@ -1,0 +1,130 @@
+"""The bodies of /v1/sessions: what a caller sends and what each route answers."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nexus.ingest.direct import DEFAULT_PERSONA
+from nexus.ledger.enums import MessageSource, QueueMode
+from nexus.ledger.records import (
+    QueueItemRecord,
+    SessionLabel,
+    SessionRecord,
+    StorableText,
+    TurnView,
+)
+
+MAX_MESSAGE_CHARS = 100_000
+
+
+class CreateSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: SessionLabel
+    persona: StorableText = Field(default=DEFAULT_PERSONA, min_length=1, max_length=200)
+    queue_mode: QueueMode | None = None
+
+
+class SessionView(SessionRecord):
+    """A session, with its persona's name and the labels that alias to it."""
+
+    persona: str | None
+    aliases: list[str]
+
+
+class SendMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    mode: QueueMode | None = None
+    persona: StorableText | None = Field(default=None, min_length=1, max_length=200)
+    source: MessageSource = MessageSource.HUMAN
+
+
+class Queued(BaseModel):
+    """A message is queued: its answer is a turn, read from /turns or the stream."""
+
+    event_id: str
+    queue_item_id: str
+    session: str
+    mode: QueueMode
+
+
+class SessionThread(BaseModel):
+    session: str
+    turns: list[TurnView]
+
+
+class AbortRequested(BaseModel):
+    session: str
+    abort_requested: bool
+
+
+class CompactRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instructions: str | None = Field(default=None, max_length=4000)
+
+
+class CompactQueued(BaseModel):
+    """The compaction is queued: the session's runner carries it out in queue order, under
+    its lease; the queue item's disposition (and `consumed_by_turn_id`) tells the outcome."""
+
+    status: str  # queued
+    session: str
+    queue_item_id: str
+
+
+class QueueItemView(BaseModel):
+    id: str
+    event_id: str | None
+    mode: str
+    status: str
+    disposition: str | None
+    detail: str | None
+    attempts: int
+    enqueued_at: int
+    consumed_by_turn_id: str | None
+
+    @classmethod
+    def of(cls, item: QueueItemRecord) -> QueueItemView:
+        return cls(
+            id=item.id,
+            event_id=item.event_id,
+            mode=item.mode.value,
+            status=item.status.value,
+            disposition=item.disposition.value if item.disposition else None,
+            detail=item.disposition_detail,
+            attempts=item.attempts,
+            enqueued_at=item.enqueued_at,
+            consumed_by_turn_id=item.consumed_by_turn_id,
+        )
+
+
+class QueueView(BaseModel):
+    session: str
+    items: list[QueueItemView]
+
+
+class Branch(BaseModel):
+    kind: str  # worker | fork
+    session: str
+    task: str | None
+
+
+class TreeTurn(BaseModel):
+    id: str
+    session: str  # "this", or the session the turn was made in (a fork's first parent)
+    type: str
+    status: str
+    query: str | None
+    answer: str | None
+    branches: list[Branch]
+
+
+class SessionTree(BaseModel):
+    session: str
+    parent: str | None
+    parent_turn: str | None
+    head: str | None
+    turns: list[TreeTurn]
