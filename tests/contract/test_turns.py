@@ -265,11 +265,13 @@ def test_thread_rows_exist_for_every_chain_turn(database: Database) -> None:
     assert _count(database, Thread) == _count(database, Turn) == 12
 
 
-def test_the_step_wise_commit_moves_the_pointer_after_the_turn_exists(
+def test_a_first_turn_commits_in_one_statement_or_moves_the_pointer_last(
     database: Database,
 ) -> None:
-    # Pointing a session at a turn not yet written leaves a deferred foreign-key violation
-    # pending, which SQLite settles by scanning every session on each insert into turns.
+    # Postgres writes every turn, a session's first included, in one statement. SQLite goes
+    # step by step and must move the pointer last: pointing a session at a turn not yet
+    # written leaves a deferred foreign-key violation pending, which SQLite settles by
+    # scanning every session on each insert into turns.
     statements: list[str] = []
 
     def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
@@ -284,6 +286,32 @@ def test_the_step_wise_commit_moves_the_pointer_after_the_turn_exists(
         finally:
             event.remove(database.engine, "before_cursor_execute", record)
         uow.commit()
+    if database.dialect == "postgresql":
+        assert len(statements) == 1 and statements[0].startswith("WITH moved AS"), statements
+        return
     turn_insert = next(i for i, s in enumerate(statements) if s.startswith("INSERT INTO turns"))
     pointer = next(i for i, s in enumerate(statements) if s.startswith("UPDATE sessions SET"))
     assert turn_insert < pointer, statements
+
+
+def test_a_turn_whose_parent_has_no_thread_row_is_refused_and_writes_nothing(
+    database: Database,
+) -> None:
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        first = uow.ledger.turns.commit(
+            text_turn(session, None, "first"), epoch=uow.ledger.sessions.claim(session.id)
+        )
+        uow.commit()
+    assert first.committed and first.turn_id is not None
+    with database.unit_of_work() as uow:  # corrupt on purpose: the parent's thread row goes
+        uow.connection.execute(
+            table_of(Thread).delete().where(table_of(Thread).c.turn_id == first.turn_id)
+        )
+        uow.commit()
+    before = _count(database, Turn)
+    with database.unit_of_work() as uow:
+        epoch = uow.ledger.sessions.claim(session.id)
+        with pytest.raises(LedgerConflict, match="has no thread row"):
+            uow.ledger.turns.commit(text_turn(session, first.turn_id, "second"), epoch=epoch)
+    assert _count(database, Turn) == before  # the unit of work rolled back

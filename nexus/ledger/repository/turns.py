@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, CursorResult, Executable, select
@@ -12,22 +13,36 @@ from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
 from nexus.ledger.records import CommitOutcome, TurnDraft
 from nexus.ledger.repository import driver
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
-from nexus.ledger.repository.turn_statements import (
-    COMMIT_CHILD,
+from nexus.ledger.repository.turn_commit_sql import (
+    CHECK_HEAD,
+    COMMIT_IN_ONE_STATEMENT,
     CONSUME_ITEMS,
-    INSERT_CHILD_THREAD,
     INSERT_COMPACTION,
     INSERT_HISTORY,
     INSERT_MESSAGES,
-    INSERT_ROOT_THREAD,
+    INSERT_THREAD,
     INSERT_TOOL_CALLS,
     INSERT_TURN,
-    LOCK_HEAD,
     MOVE_HEAD,
     READ_HEAD,
     tool_calls,
     turns,
 )
+
+_MESSAGE_ARRAYS = ("id", "sequence", "role", "source", "tool_call_id", "event_id")
+
+
+@dataclass(frozen=True)
+class _CommitRows:
+    """Everything one turn commit writes, built once; each database runs it its own way."""
+
+    head: dict[str, Any]
+    turn: dict[str, Any]
+    thread: dict[str, Any]
+    history: dict[str, Any]
+    messages: list[dict[str, Any]]
+    items: dict[str, Any]
+    now: int
 
 
 class TurnRepository:
@@ -53,36 +68,54 @@ class TurnRepository:
         if (draft.compaction is not None) != (draft.turn_type == TurnType.COMPACTION):
             raise ValueError("a compaction turn needs compaction metadata, and only it may have it")
 
-        now = self._clock()
-        if self._postgres and draft.parent_turn_id is not None:
-            return self._commit_child_in_one_statement(draft, epoch, now)
-        return self._commit_in_steps(draft, epoch, now)
+        rows = self._rows(draft, epoch, self._clock())
+        if self._postgres:
+            return self._commit_in_one_statement(draft, epoch, rows)
+        return self._commit_step_by_step(draft, epoch, rows)
 
-    def _commit_in_steps(self, draft: TurnDraft, epoch: int, now: int) -> CommitOutcome:
-        """SQLite, and a session's first turn on Postgres: the compare-and-set as a locking
-        read, so a fenced attempt writes nothing; then the rows; the pointer last.
-
-        Last, because SQLite settles a deferred foreign key (sessions.thread_id) by scanning
-        `sessions` on every insert into `turns` while one is pending: pointing the session
-        at a turn that does not exist yet made each commit cost O(sessions).
-        """
-        head = {
-            "b_session_id": draft.session_id,
-            "b_epoch": epoch,
-            "b_expected_head": draft.parent_turn_id,
-            "b_new_head": draft.id,
-            "b_now": now,
+    def _commit_in_one_statement(
+        self, draft: TurnDraft, epoch: int, rows: _CommitRows
+    ) -> CommitOutcome:
+        """Postgres: the commit is one round trip (turn_commit_sql.COMMIT_IN_ONE_STATEMENT),
+        then tool calls and a compaction row when the turn has any."""
+        params: dict[str, Any] = {
+            **rows.head,
+            **{f"turn_{name}": value for name, value in rows.turn.items()},
+            **{f"thread_{name}": value for name, value in rows.thread.items()},
+            **{f"history_{name}": value for name, value in rows.history.items()},
+            **{
+                f"message_{name}": [message[name] for message in rows.messages]
+                for name in _MESSAGE_ARRAYS
+            },
+            "message_content": [json.dumps(message["content"]) for message in rows.messages],
+            "message_now": rows.now,
+            **{f"item_{name}": value for name, value in rows.items.items()},
         }
-        persona_id = self._run(LOCK_HEAD, head).scalar_one_or_none()
+        wrote = self._conn.execute(COMMIT_IN_ONE_STATEMENT, params).one()
+        if not wrote.threads:
+            return self._fenced_or_orphaned(draft, epoch)
+        if wrote.consumed != len(draft.consumed):
+            raise LedgerConflict(_not_all_open(draft))
+        self._insert_tool_calls_and_compaction(draft, rows.now)
+        return CommitOutcome(status="committed", turn_id=draft.id)
+
+    def _commit_step_by_step(
+        self, draft: TurnDraft, epoch: int, rows: _CommitRows
+    ) -> CommitOutcome:
+        """SQLite (no data-modifying CTEs; round trips cost nothing in-process): the same
+        rows, statement by statement: check the head, write the rows, move the head last."""
+        persona_id = self._run(CHECK_HEAD, rows.head).scalar_one_or_none()
         if persona_id is None:
             return self._fenced(draft, epoch)
-        self._insert_turn_row(draft, epoch, now)
-        self._insert_thread(draft, persona_id, now)
-        self._insert_history(draft, epoch, now)
-        self._insert_messages(draft, now)
-        self._insert_tool_calls_and_compaction(draft, now)
-        self._run(MOVE_HEAD, head)
-        self._consume_items(draft, now)
+        self._run(INSERT_TURN, rows.turn)
+        thread = {f"thread_{name}": value for name, value in rows.thread.items()}
+        if self._run(INSERT_THREAD, {**thread, "thread_persona_id": persona_id}).rowcount != 1:
+            raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
+        self._run(INSERT_HISTORY, rows.history)
+        self._insert_messages(rows)
+        self._insert_tool_calls_and_compaction(draft, rows.now)
+        self._run(MOVE_HEAD, rows.head)
+        self._consume_items(draft, rows.items)
         return CommitOutcome(status="committed", turn_id=draft.id)
 
     def _run(
@@ -92,33 +125,6 @@ class TurnRepository:
         if self._postgres:
             return self._conn.execute(statement, params)
         return driver.run(self._conn, statement, params)
-
-    def _commit_child_in_one_statement(
-        self, draft: TurnDraft, epoch: int, now: int
-    ) -> CommitOutcome:
-        """Postgres: the compare-and-set and everything a plain turn writes in one round
-        trip; tool calls and a compaction row, when there are any, follow it."""
-        wrote = self._conn.execute(COMMIT_CHILD, self._fused_params(draft, epoch, now)).one()
-        if not wrote.threads:
-            return self._fenced_or_orphaned(draft, epoch)
-        if wrote.consumed != len(draft.consumed):
-            raise LedgerConflict(_not_all_open(draft))
-        self._insert_tool_calls_and_compaction(draft, now)
-        return CommitOutcome(status="committed", turn_id=draft.id)
-
-    def _insert_history(self, draft: TurnDraft, epoch: int, now: int) -> None:
-        self._run(
-            INSERT_HISTORY,
-            {
-                "id": new_id(),
-                "session_id": draft.session_id,
-                "thread_id": draft.id,
-                "previous_thread_id": draft.parent_turn_id,
-                "epoch": epoch,
-                "reason": draft.turn_type.value,
-                "changed_at": now,
-            },
-        )
 
     def _fenced_or_orphaned(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
         """No thread row was written: a fence, unless the CAS did pass and only the parent's
@@ -154,10 +160,10 @@ class TurnRepository:
             )
         if draft.consumed or draft.compaction is not None:
             raise ValueError("an off-chain attempt consumes no queue items and compacts nothing")
-        now = self._clock()
-        self._insert_turn_row(draft, epoch, now)
-        self._insert_messages(draft, now)
-        self._insert_tool_calls_and_compaction(draft, now)
+        rows = self._rows(draft, epoch, self._clock())
+        self._run(INSERT_TURN, rows.turn)
+        self._insert_messages(rows)
+        self._insert_tool_calls_and_compaction(draft, rows.now)
 
     # -- pieces of a commit --------------------------------------------------------------------
 
@@ -186,63 +192,64 @@ class TurnRepository:
             "source_event_id": draft.source_event_id,
         }
 
-    def _insert_turn_row(self, draft: TurnDraft, epoch: int, now: int) -> None:
-        self._run(INSERT_TURN, self._turn_row(draft, epoch, now))
-
-    def _fused_params(self, draft: TurnDraft, epoch: int, now: int) -> dict[str, Any]:
-        params = {f"t_{name}": value for name, value in self._turn_row(draft, epoch, now).items()}
-        params.update(
-            b_session_id=draft.session_id,
-            b_epoch=epoch,
-            b_expected_head=draft.parent_turn_id,
-            b_new_head=draft.id,
-            b_now=now,
-            h_id=new_id(),
-            h_reason=draft.turn_type.value,
-            h_now=now,
-            # Prefixed: a parameter named like a sessions column (parent_turn_id) would be
-            # taken as one more SET of the UPDATE in the statement.
-            c_turn_id=draft.id,
-            c_parent_turn_id=draft.parent_turn_id,
-            c_session_id=draft.session_id,
-            c_tokens=draft.usage.total,
-            c_own_anchor=draft.id if draft.turn_type == TurnType.COMPACTION else None,
-            c_now=now,
-            # Messages and consumed items as parallel arrays, unnested by the statement.
-            m_id=[new_id() for _ in draft.messages],
-            m_sequence=list(range(1, len(draft.messages) + 1)),
-            m_role=[m.role.value for m in draft.messages],
-            m_source=[m.source.value if m.source is not None else None for m in draft.messages],
-            m_content=[json.dumps(m.content) for m in draft.messages],
-            m_tool_call_id=[m.tool_call_id for m in draft.messages],
-            m_event_id=[m.event_id for m in draft.messages],
-            m_now=now,
-            q_id=[item.queue_item_id for item in draft.consumed],
-            q_disposition=[item.disposition.value for item in draft.consumed],
+    def _rows(self, draft: TurnDraft, epoch: int, now: int) -> _CommitRows:
+        return _CommitRows(
+            head={
+                "head_session_id": draft.session_id,
+                "head_epoch": epoch,
+                "head_expected": draft.parent_turn_id,
+                "head_new": draft.id,
+                "head_now": now,
+            },
+            turn=self._turn_row(draft, epoch, now),
+            # What the thread row is derived from (the database adds the parent's part).
+            thread={
+                "turn_id": draft.id,
+                "parent_turn_id": draft.parent_turn_id,
+                "session_id": draft.session_id,
+                "tokens": draft.usage.total,
+                "own_anchor": draft.id if draft.turn_type == TurnType.COMPACTION else None,
+                "now": now,
+            },
+            history={
+                "id": new_id(),
+                "session_id": draft.session_id,
+                "thread_id": draft.id,
+                "previous_thread_id": draft.parent_turn_id,
+                "epoch": epoch,
+                "reason": draft.turn_type.value,
+                "changed_at": now,
+            },
+            messages=[
+                {
+                    "id": new_id(),
+                    "turn_id": draft.id,
+                    "sequence": sequence,
+                    "role": message.role.value,
+                    "source": message.source.value if message.source is not None else None,
+                    "content": message.content,
+                    "tool_call_id": message.tool_call_id,
+                    "event_id": message.event_id,
+                    "created_at": now,
+                }
+                for sequence, message in enumerate(draft.messages, start=1)
+            ],
+            items={
+                "id": [item.queue_item_id for item in draft.consumed],
+                "disposition": [item.disposition.value for item in draft.consumed],
+                "session_id": draft.session_id,
+                "turn_id": draft.id,
+                "now": now,
+            },
+            now=now,
         )
-        return params
 
-    def _insert_messages(self, draft: TurnDraft, now: int) -> None:
-        if draft.messages:
-            self._run(
-                INSERT_MESSAGES,
-                [
-                    {
-                        "id": new_id(),
-                        "turn_id": draft.id,
-                        "sequence": sequence,
-                        "role": message.role,
-                        "source": message.source,
-                        "content": message.content
-                        if self._postgres
-                        else json.dumps(message.content),
-                        "tool_call_id": message.tool_call_id,
-                        "event_id": message.event_id,
-                        "created_at": now,
-                    }
-                    for sequence, message in enumerate(draft.messages, start=1)
-                ],
-            )
+    def _insert_messages(self, rows: _CommitRows) -> None:
+        if not rows.messages:
+            return
+        # Core takes the JSON column as it is; the driver on SQLite needs it serialised.
+        content = (lambda c: c) if self._postgres else json.dumps
+        self._run(INSERT_MESSAGES, [{**m, "content": content(m["content"])} for m in rows.messages])
 
     def _insert_tool_calls_and_compaction(self, draft: TurnDraft, now: int) -> None:
         if draft.tool_calls:
@@ -258,49 +265,21 @@ class TurnRepository:
             values.update(turn_id=draft.id, metadata_json=draft.compaction.metadata, created_at=now)
             self._conn.execute(INSERT_COMPACTION, values)
 
-    def _insert_thread(self, draft: TurnDraft, persona_id: str, now: int) -> None:
-        tokens = draft.usage.total
-        if draft.parent_turn_id is None:
-            self._run(
-                INSERT_ROOT_THREAD,
-                {
-                    "turn_id": draft.id,
-                    "parent_turn_id": None,
-                    "session_id": draft.session_id,
-                    "persona_id": persona_id,
-                    "depth": 1,
-                    "total_tokens": tokens,
-                    "anchor_turn_id": draft.id,
-                    "created_at": now,
-                },
-            )
-            return
-        inserted = self._run(
-            INSERT_CHILD_THREAD,
-            {
-                "turn_id": draft.id,
-                "parent_turn_id": draft.parent_turn_id,
-                "session_id": draft.session_id,
-                "persona_id": persona_id,
-                "tokens": tokens,
-                "own_anchor": draft.id if draft.turn_type == TurnType.COMPACTION else None,
-                "now": now,
-            },
-        )
-        if inserted.rowcount != 1:
-            raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
-
-    def _consume_items(self, draft: TurnDraft, now: int) -> None:
-        for disposition in {item.disposition for item in draft.consumed}:
-            ids = [item.queue_item_id for item in draft.consumed if item.disposition == disposition]
+    def _consume_items(self, draft: TurnDraft, items: dict[str, Any]) -> None:
+        for disposition in set(items["disposition"]):
+            ids = [
+                item_id
+                for item_id, chosen in zip(items["id"], items["disposition"], strict=True)
+                if chosen == disposition
+            ]
             result = self._conn.execute(
                 CONSUME_ITEMS,
                 {
-                    "q_ids": ids,
-                    "q_session_id": draft.session_id,
-                    "q_disposition": disposition,
-                    "q_turn_id": draft.id,
-                    "q_now": now,
+                    "item_ids": ids,
+                    "item_session_id": items["session_id"],
+                    "item_disposition": disposition,
+                    "item_turn_id": items["turn_id"],
+                    "item_now": items["now"],
                 },
             )
             if result.rowcount != len(ids):
