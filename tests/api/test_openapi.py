@@ -43,7 +43,7 @@ def _routes(database: Database) -> list[APIRoute]:
 
 def _key(route: APIRoute) -> set[tuple[str, str]]:
     path = route.path.replace("{label:path}", "{label}").replace("{event_id:path}", "{event_id}")
-    return {(method, path) for method in route.methods}
+    return {(method, path) for method in route.methods or ()}
 
 
 def test_every_route_has_a_response_model_but_the_raw_ones(database: Database) -> None:
