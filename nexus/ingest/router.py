@@ -169,7 +169,9 @@ def route_waiting(
         plan.setdefault(session.id, []).append((event, mode))
         outcomes.append((event.id, QUEUED, f"session {session.label}"))
     sessions = {s.id: s for s in by_key.values()}
-    for session_id, arrivals_for in plan.items():
+    # Locked in one order (by id) by every router: two runs each holding one session that
+    # the other wants next would deadlock, and Postgres breaks that only after a second.
+    for session_id, arrivals_for in sorted(plan.items()):
         items = _queue_many(uow, sessions[session_id], arrivals_for, arrivals, queueing)
         for (event, _), item_id in zip(arrivals_for, items, strict=True):
             results[event.id] = ProcessedEvent(

@@ -147,3 +147,28 @@ def test_a_ring_delivered_again_rings_the_session_its_event_still_waits_in(
         uow.commit()
     router.drain(rang_for="telegram:1")  # settled since: nothing more to ring
     assert doorbell.sessions == [first.session_id]
+
+
+def test_a_run_locks_its_sessions_in_one_order_whatever_order_their_events_came_in(
+    database: Database, clock: FakeClock
+) -> None:
+    # Two routers at once, each locking the sessions of its batch in arrival order, would
+    # deadlock when the orders cross (Postgres breaks it after a second, and a run fails).
+    _store(database, clock, ("telegram:1", "zed"), ("telegram:2", "amy"), ("telegram:3", "kim"))
+    with database.unit_of_work() as uow:
+        route_waiting(uow, POLICIES)  # the sessions exist from here on
+        uow.commit()
+    _store(database, clock, ("telegram:4", "kim"), ("telegram:5", "zed"), ("telegram:6", "amy"))
+    locked: list[str] = []
+    with database.unit_of_work() as uow:
+        lock = uow.ledger.sessions.lock
+
+        def recording(session_id: str) -> None:
+            locked.append(session_id)
+            lock(session_id)
+
+        uow.ledger.sessions.lock = recording  # type: ignore[method-assign]
+        drained = route_waiting(uow, POLICIES)
+        uow.commit()
+    assert len(locked) == 3 and locked == sorted(locked)
+    assert [e.event_id for e in drained.events] == ["telegram:4", "telegram:5", "telegram:6"]
