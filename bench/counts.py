@@ -116,7 +116,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         # Stage by stage, each hop on its own, as when the router rings every session;
         # the burst below runs as deployed (the router runs one idle session itself).
         inline, runtime.router.run_session = runtime.router.run_session, None
-        api = client.app.state.nexus.database.engine  # type: ignore[attr-defined]
+        api = client.app.state.nexus.nexus.database.engine  # type: ignore[attr-defined]
         stages = _per_event(
             {
                 "api: webhook → event stored, router rung": (post, api),

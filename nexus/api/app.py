@@ -44,6 +44,9 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     NEXUS_API_TOKENS are set; only the embedded `nexus dev` asks for it.
     """
     settings = nexus.settings
+    # Built now rather than on the first webhook: the adapters import their platforms'
+    # libraries, and a request should not pay for that (nor look like it grew the server).
+    nexus.inbound_adapters  # noqa: B018
     api_tokens = settings.api_tokens.get_secret_value() if settings.api_tokens else None
     app = FastAPI(title="Nexus", version=__version__, docs_url="/docs")
     tokens = TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback)
