@@ -7,6 +7,7 @@ in the ledger before anything leaves, and a turn never commits without it.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
@@ -44,11 +45,11 @@ def reply_hook(doorbell: Doorbell | None) -> CommitHook:
         text = reply_text(result)
         if text is None:
             return
-        context = _delivery_context(uow, session, turn_id)
-        if context is None:
+        found = _delivery_context(uow, session, turn_id)
+        if found is None:
             return  # asked through the API or the CLI: the answer is read there
-        address = address_for(context, uow.ledger.events.payload_of(context.id))
-        first = plan_reply(uow, session, turn_id, text, context, address)
+        context, raw = found
+        first = plan_reply(uow, session, turn_id, text, context, address_for(context, raw))
         if first is not None and doorbell is not None:
             uow.after_commit(partial(doorbell.delivery_ready, first))
 
@@ -65,6 +66,16 @@ def plan_reply(
 ) -> str | None:
     """Store the reply event and its chunks; returns the first chunk's delivery id."""
     reply_id = f"{REPLY}:{turn_id}"
+    drafts = [] if address is None else _chunks(session, turn_id, reply_id, text, address)
+    if address is None:
+        disposition, detail = (
+            "undeliverable",
+            f"{context.adapter} gives no way to answer this conversation",
+        )
+    else:
+        disposition = "delivering"
+        detail = f"{len(drafts)} chunk(s) via {address.sender}"
+    # Stored already settled: no router looks at a reply, and it costs one statement.
     uow.ledger.events.insert(
         EventDraft(
             id=reply_id,
@@ -81,12 +92,18 @@ def plan_reply(
             reply_to=context.message_id,
             occurred_at=uow.ledger.clock(),
             payload={"turn_id": turn_id, "session": session.label, "in_reply_to": context.id},
-        )
+        ),
+        disposition=disposition,
+        detail=detail,
     )
-    if address is None:
-        detail = f"{context.adapter} gives no way to answer this conversation"
-        uow.ledger.events.mark_processed(reply_id, "undeliverable", detail)
-        return None
+    ids = uow.ledger.deliveries.add(drafts) if drafts else []
+    return ids[0] if ids else None
+
+
+def _chunks(
+    session: SessionRecord, turn_id: str, reply_id: str, text: str, address: Address
+) -> list[DeliveryDraft]:
+    """The reply cut for the platform (never inside a code fence) and rendered in its markup."""
     pieces = [text] if address.format in _RAW_FORMATS else chunk(text, limit_for(address.format))
     drafts = []
     for index, piece in enumerate(pieces):
@@ -108,19 +125,22 @@ def plan_reply(
                 idempotency_key=f"{turn_id}:{index}",
             )
         )
-    ids = uow.ledger.deliveries.add(drafts)
-    detail = f"{len(ids)} chunk(s) via {address.sender}"
-    uow.ledger.events.mark_processed(reply_id, "delivering", detail)
-    return ids[0] if ids else None
+    return drafts
 
 
-def _delivery_context(uow: UnitOfWork, session: SessionRecord, turn_id: str) -> EventRecord | None:
-    """The inbound message a reply answers: the turn's own, or for an internal trigger the
-    last message a person sent this session (a merged entity answered where they wrote)."""
-    source_id = uow.ledger.turns.source_event_id(turn_id)
-    source = uow.ledger.events.get(source_id) if source_id else None
-    if source is not None and source.adapter in SENDERS and source.direction == "inbound":
-        return source
-    if source is not None and source.adapter in INTERNAL_TRIGGERS:
-        return uow.ledger.events.latest_inbound_for_session(session.id, SENDERS)
+def _delivery_context(
+    uow: UnitOfWork, session: SessionRecord, turn_id: str
+) -> tuple[EventRecord, dict[str, Any]] | None:
+    """The inbound message a reply answers, with the platform's raw update: the turn's own,
+    or for an internal trigger the last message a person sent this session (a merged
+    entity answered where they wrote)."""
+    found = uow.ledger.events.answered_by(turn_id)
+    source = found[0] if found is not None else None
+    if found is not None and source is not None:
+        if source.adapter in SENDERS and source.direction == "inbound":
+            return found
+        if source.adapter in INTERNAL_TRIGGERS:
+            latest = uow.ledger.events.latest_inbound_for_session(session.id, SENDERS)
+            if latest is not None:
+                return latest, uow.ledger.events.payload_of(latest.id)
     return None

@@ -52,6 +52,7 @@ class DeliveryRepository:
 
         Returns the ids of all the reply's chunks, in order."""
         now = self._clock()
+        ids: list[str | None] = []
         for draft in drafts:
             statement = upsert_insert(self._conn, deliveries).values(
                 id=new_id(),
@@ -61,11 +62,18 @@ class DeliveryRepository:
                 updated_at=now,
                 **draft.model_dump(),
             )
-            self._conn.execute(
-                statement.on_conflict_do_nothing(index_elements=["turn_id", "chunk_index"])
+            ids.append(
+                self._conn.execute(
+                    statement.on_conflict_do_nothing(
+                        index_elements=["turn_id", "chunk_index"]
+                    ).returning(deliveries.c.id)
+                ).scalar_one_or_none()
             )
         if not drafts:
             return []
+        if all(found is not None for found in ids):
+            return [found for found in ids if found is not None]
+        # Recorded before (a turn's hooks run again): the chunks already there count.
         return [d.id for d in self.for_turn(drafts[0].turn_id)]
 
     def get(self, delivery_id: str) -> DeliveryRecord | None:

@@ -9,12 +9,13 @@ from sqlalchemy import Connection, bindparam, func, or_, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
-from nexus.ledger.models import Event, QueueItem, table_of
+from nexus.ledger.models import Event, QueueItem, Turn, table_of
 from nexus.ledger.records import EventDraft, EventRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 
 events = table_of(Event)
 queue_items = table_of(QueueItem)
+turns = table_of(Turn)
 
 # Only the first disposition sticks: an event another path already settled is left alone.
 _MARK_MANY = (
@@ -34,13 +35,26 @@ class EventRepository:
         self._conn = connection
         self._clock = clock
 
-    def insert(self, draft: EventDraft) -> bool:
-        """Store the event; False when that id was stored before (a duplicate delivery)."""
+    def insert(
+        self, draft: EventDraft, *, disposition: str | None = None, detail: str | None = None
+    ) -> bool:
+        """Store the event; False when that id was stored before (a duplicate delivery).
+
+        With a `disposition`, the event is stored already settled (one statement, not an
+        insert and then an update): an event no router needs to see, such as a reply."""
         values = draft.model_dump()
         values["attachments"] = list(draft.attachments)
-        statement = upsert_insert(self._conn, events).values(
-            received_at=self._clock(), status=EventStatus.RECEIVED, **values
-        )
+        now = self._clock()
+        if disposition is not None:
+            values.update(
+                status=EventStatus.PROCESSED,
+                disposition=disposition,
+                disposition_detail=detail,
+                processed_at=now,
+            )
+        else:
+            values["status"] = EventStatus.RECEIVED
+        statement = upsert_insert(self._conn, events).values(received_at=now, **values)
         inserted = self._conn.execute(
             statement.on_conflict_do_nothing(index_elements=["id"]).returning(events.c.id)
         ).scalar_one_or_none()
@@ -51,6 +65,20 @@ class EventRepository:
             select(*columns_for(events, EventRecord)).where(events.c.id == event_id)
         ).one_or_none()
         return None if row is None else to_record(EventRecord, row)
+
+    def answered_by(self, turn_id: str) -> tuple[EventRecord, dict[str, Any]] | None:
+        """The event a turn answered (its first query's), with the platform's raw update, in
+        one read; None when the turn answered none (asked through the API, say)."""
+        row = self._conn.execute(
+            select(*columns_for(events, EventRecord), events.c.payload.label("raw_payload"))
+            .join(turns, turns.c.source_event_id == events.c.id)
+            .where(turns.c.id == turn_id)
+        ).one_or_none()
+        if row is None:
+            return None
+        fields = dict(row._mapping)
+        raw = fields.pop("raw_payload") or {}
+        return EventRecord.model_validate(fields), dict(raw)
 
     def payload_of(self, event_id: str) -> dict[str, Any]:
         """The platform's raw update (what an outbound sender may need to answer it)."""

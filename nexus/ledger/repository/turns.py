@@ -26,7 +26,6 @@ from nexus.ledger.repository.turn_commit_sql import (
     MOVE_HEAD,
     READ_HEAD,
     tool_calls,
-    turns,
 )
 
 _MESSAGE_ARRAYS = ("id", "sequence", "role", "source", "tool_call_id", "event_id")
@@ -143,13 +142,6 @@ class TurnRepository:
         else:
             reason = f"head moved from {draft.parent_turn_id} to {current.thread_id}"
         return CommitOutcome(status="fenced", reason=reason)
-
-    def source_event_id(self, turn_id: str) -> str | None:
-        """The event a turn answered (its first query's), or None."""
-        found = self._conn.execute(
-            select(turns.c.source_event_id).where(turns.c.id == turn_id)
-        ).scalar_one_or_none()
-        return str(found) if found is not None else None
 
     def record_attempt(self, draft: TurnDraft, *, epoch: int) -> None:
         """Keep a failed or superseded attempt for audit, off the chain: no head moves."""
