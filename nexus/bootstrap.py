@@ -15,6 +15,7 @@ from nexus.db import Database
 from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
+from nexus.engine.context_cache import ContextCache
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
 from nexus.hooks.evaluator import Invocation
@@ -189,6 +190,7 @@ class Nexus:
             max_tool_iterations=self.settings.max_tool_iterations,
             context_window=self.settings.context_window,
             clock=self.clock,
+            contexts=ContextCache(self.settings.context_cache_sessions),
         )
 
     @cached_property

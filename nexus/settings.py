@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     # The router runs the turn of the last idle session it queued work for itself, rather
     # than ringing it through the broker (one hop less). Off: every session is rung.
     inline_session_runs: bool = True
+    # How many sessions' contexts each process keeps, so a session's next turn reads only
+    # the turns after the last one it read (turns never change once committed). 0: none.
+    context_cache_sessions: int = Field(default=64, ge=0)
     # How often each worker looks for runs that died (claimed work, no live lease) and rings
     # their sessions, so they resume a lease TTL after the death with no beat running.
     # 0: off (the beat's relay still finds them, a tick later).

@@ -14,6 +14,7 @@ from nexus.db import Database, UnitOfWork
 from nexus.engine import budget, compaction_policy
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
+from nexus.engine.context_cache import ContextCache
 from nexus.engine.model import ModelPort
 from nexus.engine.permissions import from_persona
 from nexus.engine.query import QueryMessage
@@ -48,7 +49,6 @@ from nexus.ledger.records import (
     SessionRecord,
     TurnDraft,
 )
-from nexus.ledger.repository import NotFound
 
 SUMMARY_RESERVE_RATIO = 0.05  # of the window, kept free for the summary itself
 CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult], None]
@@ -98,27 +98,25 @@ class Engine:
     context_window: int | None = None
     # Run inside the transaction that commits a turn (say, a worker reporting to its parent).
     commit_hooks: tuple[CommitHook, ...] = ()
+    # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
+    contexts: ContextCache = field(default_factory=ContextCache)
 
     # -- reading -----------------------------------------------------------------------------
 
     def snapshot(self, session_id: str) -> Snapshot:
+        """The session, its persona and capabilities, and its context: one round trip, then
+        only the turns this process has not read yet (see ContextCache)."""
         with self.database.unit_of_work() as uow:
-            ledger = uow.ledger
-            session = ledger.sessions.get(session_id)
-            if session is None:
-                raise NotFound(f"no session with id {session_id!r}")
-            persona = ledger.agents.get(session.persona_id)
-            if persona is None:
-                raise NotFound(f"session {session.label!r} has no persona {session.persona_id!r}")
-            context = ledger.threads.read_context(session.thread_id)
-            anchor = context.anchor_depth if context.compaction is not None else None
-            return Snapshot(
-                session=session,
-                persona=persona,
-                capability_ids=tuple(ledger.agents.capability_ids(persona.id)),
-                context=context,
-                anchor_depth=anchor,
-            )
+            read = uow.ledger.snapshots.read(session_id, known=self.contexts.get(session_id))
+        self.contexts.put(session_id, read.context)
+        context = read.context
+        return Snapshot(
+            session=read.session,
+            persona=read.persona,
+            capability_ids=read.capability_ids,
+            context=context,
+            anchor_depth=context.anchor_depth if context.compaction is not None else None,
+        )
 
     def _model_name(self, persona: AgentRecord) -> str:
         return persona.default_model or self.default_model

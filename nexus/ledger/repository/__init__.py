@@ -23,6 +23,7 @@ from nexus.ledger.repository.metrics import MetricsRepository
 from nexus.ledger.repository.queue import QueueRepository
 from nexus.ledger.repository.search import SearchRepository
 from nexus.ledger.repository.sessions import SessionRepository
+from nexus.ledger.repository.snapshots import SnapshotRepository
 from nexus.ledger.repository.threads import ThreadRepository
 from nexus.ledger.repository.timer import TimerRepository
 from nexus.ledger.repository.turns import TurnRepository
@@ -32,7 +33,7 @@ class Ledger:
     """The repositories bound to one connection (and so to one transaction).
 
     Each is built on first use: a unit of work opens a ledger for every task and request,
-    and most touch two or three of the twelve.
+    and most touch two or three of them.
     """
 
     def __init__(self, connection: Connection, *, clock: Clock = now_ms) -> None:
@@ -54,6 +55,10 @@ class Ledger:
     @cached_property
     def threads(self) -> ThreadRepository:
         return ThreadRepository(self.connection)
+
+    @cached_property
+    def snapshots(self) -> SnapshotRepository:
+        return SnapshotRepository(self.connection)
 
     @cached_property
     def events(self) -> EventRepository:

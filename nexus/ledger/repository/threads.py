@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     CTE,
     Column,
     Connection,
+    Integer,
     Select,
     String,
     Table,
@@ -39,6 +42,39 @@ threads = table_of(Thread)
 messages = table_of(Message)
 tool_calls = table_of(ToolCall)
 compactions = table_of(Compaction)
+
+
+@dataclass(frozen=True)
+class HeadRow:
+    """A head's thread row with what its context starts from: the anchor's depth, and the
+    anchor's compaction when the anchor is one (the root anchors a chain never compacted)."""
+
+    thread: ThreadRecord
+    compaction: CompactionRecord | None
+    anchor_depth: int
+
+
+def head_context_row(row: Mapping[Any, Any], prefix: str = "") -> HeadRow:
+    """The HeadRow in a row of `_HEAD_AND_ANCHOR`'s columns (thread columns named with
+    `prefix`, the compaction's with `c_`, and `anchor_depth`)."""
+    thread = ThreadRecord.model_validate({name: row[prefix + name] for name in _THREAD_FIELDS})
+    compaction = None
+    if row["c_turn_id"] is not None:
+        compaction = CompactionRecord.model_validate(
+            {name: row[f"c_{name}"] for name in _COMPACTION_FIELDS}
+        )
+    return HeadRow(thread=thread, compaction=compaction, anchor_depth=int(row["anchor_depth"]))
+
+
+def extends(known: ContextRead, head: HeadRow) -> bool:
+    """Whether `known` may be extended to `head`: the same anchor (so the same compaction,
+    and no newer one in between) and no deeper than the head. Whether it is on the head's
+    path is for the read to find out."""
+    return (
+        known.head is not None
+        and known.head.anchor_turn_id == head.thread.anchor_turn_id
+        and known.head.depth <= head.thread.depth
+    )
 
 
 class ThreadRepository:
@@ -74,7 +110,9 @@ class ThreadRepository:
             tool_calls=tuple(to_record(ToolCallRecord, r) for r in found_calls),
         )
 
-    def read_context(self, head_turn_id: str | None) -> ContextRead:
+    def read_context(
+        self, head_turn_id: str | None, *, known: ContextRead | None = None
+    ) -> ContextRead:
         """The latest compaction's summary plus the turns from its first kept turn to the head.
 
         A fixed number of index lookups per turn in the context, whatever the depth: the
@@ -83,6 +121,10 @@ class ThreadRepository:
         calls of the turns on it.
         Older compaction turns inside the kept range are skipped: the newest summary already
         covers them.
+
+        `known`, a context this process read before, is extended instead of read again when
+        the head descends from it under the same compaction: turns never change once
+        committed, so only the turns after it are read.
         """
         found = (
             self._conn.execute(_HEAD_AND_ANCHOR, {"head": head_turn_id}).one_or_none()
@@ -91,25 +133,42 @@ class ThreadRepository:
         )
         if found is None:
             return ContextRead(head=None, compaction=None, turns=(), rows_read=0)
-        row = found._mapping
-        head = ThreadRecord.model_validate({name: row[name] for name in _THREAD_FIELDS})
-        compaction = None
-        if row["c_turn_id"] is not None:
-            compaction = CompactionRecord.model_validate(
-                {name: row[f"c_{name}"] for name in _COMPACTION_FIELDS}
+        return self.context_at(head_context_row(found._mapping), known=known)
+
+    def context_at(self, head: HeadRow, *, known: ContextRead | None = None) -> ContextRead:
+        """The context whose head row (with its anchor) was read already; see read_context."""
+        if known is not None and extends(known, head):
+            assert known.head is not None  # extends() says so
+            if known.head.turn_id == head.thread.turn_id:
+                return known
+            # Climb from the head no higher than the known head, which must be on the path
+            # (a sibling branch at the same depth is not): read with compactions, so that a
+            # known head that is itself the compaction is found, and keep the normal turns.
+            path = self._turns_on_path(
+                head.thread.turn_id, stop_at=None, skip_compactions=False, floor=known.head.depth
             )
-        stop_at = head.anchor_turn_id
-        if compaction is not None and compaction.first_kept_turn_id is not None:
-            stop_at = compaction.first_kept_turn_id
-        views = self._walk(head.turn_id, stop_at=stop_at, skip_compactions=True)
-        rows = 1 + (compaction is not None) + len(views)
+            if path and path[0].id == known.head.turn_id:
+                added = self._with_rows([t for t in path[1:] if t.turn_type == TurnType.NORMAL])
+                rows = 1 + len(added) + sum(len(v.messages) + len(v.tool_calls) for v in added)
+                return ContextRead(
+                    head=head.thread,
+                    compaction=head.compaction,
+                    turns=(*known.turns, *added),
+                    rows_read=rows,
+                    anchor_depth=head.anchor_depth,
+                )
+        stop_at = head.thread.anchor_turn_id
+        if head.compaction is not None and head.compaction.first_kept_turn_id is not None:
+            stop_at = head.compaction.first_kept_turn_id
+        views = self._walk(head.thread.turn_id, stop_at=stop_at, skip_compactions=True)
+        rows = 1 + (head.compaction is not None) + len(views)
         rows += sum(len(view.messages) + len(view.tool_calls) for view in views)
         return ContextRead(
-            head=head,
-            compaction=compaction,
+            head=head.thread,
+            compaction=head.compaction,
             turns=tuple(views),
             rows_read=rows,
-            anchor_depth=int(row["anchor_depth"]),
+            anchor_depth=head.anchor_depth,
         )
 
     def read_ancestry(self, turn_id: str) -> list[TurnView]:
@@ -130,20 +189,38 @@ class ThreadRepository:
         ]
 
     def _walk(
-        self, head_turn_id: str, *, stop_at: str | None, skip_compactions: bool
+        self,
+        head_turn_id: str,
+        *,
+        stop_at: str | None,
+        skip_compactions: bool,
+        floor: int | None = None,
     ) -> list[TurnView]:
         """Turns from the root side of the walk to `head_turn_id`, with their rows, in order.
 
         The walk climbs parent links from the head and stops once `stop_at` (the context
-        start; None for the root) is included.
+        start; None for the root) or the turn at depth `floor` is included.
         """
+        return self._with_rows(
+            self._turns_on_path(
+                head_turn_id, stop_at=stop_at, skip_compactions=skip_compactions, floor=floor
+            )
+        )
+
+    def _turns_on_path(
+        self, head_turn_id: str, *, stop_at: str | None, skip_compactions: bool, floor: int | None
+    ) -> list[TurnRecord]:
+        """The walk itself: the turns on the path, root side first, in one statement."""
         postgres = self._conn.dialect.name == "postgresql"
         walk = _WALKS[(postgres, skip_compactions)]
-        params = {"head": head_turn_id, "stop": stop_at}
-        records = [to_record(TurnRecord, row) for row in self._conn.execute(walk, params)]
+        params = {"head": head_turn_id, "stop": stop_at, "floor": floor}
+        return [to_record(TurnRecord, row) for row in self._conn.execute(walk, params)]
+
+    def _with_rows(self, records: list[TurnRecord]) -> list[TurnView]:
+        """The turns with their messages and tool calls: index lookups by the turns' ids."""
         if not records:
             return []
-        # The walk ran once; the turns' rows are index lookups by their ids.
+        postgres = self._conn.dialect.name == "postgresql"
         ids = [turn.id for turn in records]
         by_turn_messages: dict[str, list[MessageRecord]] = defaultdict(list)
         for row in self._rows_of_turns(_MESSAGES_OF[postgres], ids):
@@ -162,7 +239,8 @@ class ThreadRepository:
 
 
 def _path() -> CTE:
-    """Thread rows from :head up its parent links, including :stop (NULL: up to the root)."""
+    """Thread rows from :head up its parent links, including :stop (NULL: up to the root)
+    and no higher than depth :floor (NULL: no floor)."""
     start = (
         select(threads.c.turn_id, threads.c.parent_turn_id, threads.c.depth)
         .where(threads.c.turn_id == bindparam("head"))
@@ -173,6 +251,7 @@ def _path() -> CTE:
         select(step.c.turn_id, step.c.parent_turn_id, step.c.depth)
         .join(start, step.c.turn_id == start.c.parent_turn_id)
         .where(or_(bindparam("stop", type_=String).is_(None), start.c.turn_id != bindparam("stop")))
+        .where(or_(bindparam("floor", type_=Integer).is_(None), start.c.depth > bindparam("floor")))
     )
     return start.union_all(climb)
 

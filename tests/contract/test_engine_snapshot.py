@@ -1,0 +1,93 @@
+"""The engine reads a session in one round trip and then only the turns it has not read yet,
+and what it assembles is exactly what a fresh read gives, whoever committed the turns."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import event
+
+from nexus.db import Database
+from nexus.engine.context_cache import ContextCache
+from tests.contract.engine_support import build_rig
+from tests.support import FakeClock
+
+
+@contextmanager
+def statements(database: Database) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(*args: object) -> None:
+        if not str(args[2]).startswith("BEGIN"):  # SQLite's write lock, not a read
+            seen.append(str(args[2]))
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+
+
+def test_consecutive_turns_read_only_what_is_new(database: Database, clock: FakeClock) -> None:
+    rig = build_rig(database, clock)
+    session = rig.session()
+    for number in range(6):
+        rig.say(session.id, f"question {number}")
+    rig.engine.snapshot(session.id)
+    with statements(database) as unchanged:
+        again = rig.engine.snapshot(session.id)
+    rig.say(session.id, "one more")
+    with statements(database) as after_one:
+        cached = rig.engine.snapshot(session.id)
+    fresh = dataclasses.replace(rig.engine, contexts=ContextCache(0)).snapshot(session.id)
+    # The head has not moved: the session read alone. One turn later: that turn's rows.
+    assert len(unchanged) == 1 and again.context.head is not None
+    assert len(after_one) == 1 + 3
+    assert cached.context.rows_read == 1 + 1 + 2
+    assert cached == dataclasses.replace(
+        fresh, context=fresh.context.model_copy(update={"rows_read": cached.context.rows_read})
+    )
+    assert len(cached.context.turns) == 7
+
+
+def test_turns_another_process_committed_are_read(database: Database, clock: FakeClock) -> None:
+    mine, theirs = build_rig(database, clock), build_rig(database, clock)
+    session = mine.session()
+    mine.say(session.id, "my name is Ada")
+    theirs.say(session.id, "I live in Paris")  # another worker took this turn
+    mine.say(session.id, "where do I live, and who am I?")
+    replay = mine.model.requests[-1].messages
+    said = [block["text"] for m in replay if m["role"] == "user" for block in m["content"]]
+    assert "my name is Ada" in said and "I live in Paris" in said
+    assert [m["role"] for m in replay] == ["user", "assistant"] * 2 + ["user"]
+
+
+def test_the_cache_keeps_the_most_recently_used_sessions() -> None:
+    from nexus.ledger.records import ContextRead, ThreadRecord
+
+    def context(turn: str) -> ContextRead:
+        head = ThreadRecord(
+            turn_id=turn,
+            parent_turn_id=None,
+            session_id="s",
+            persona_id="p",
+            depth=1,
+            total_tokens=0,
+            anchor_turn_id=turn,
+        )
+        return ContextRead(head=head, compaction=None, turns=(), rows_read=1)
+
+    cache = ContextCache(2)
+    cache.put("a", context("t1"))
+    cache.put("b", context("t2"))
+    assert cache.get("a") is not None  # a is now the most recent
+    cache.put("c", context("t3"))
+    assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 2
+    off = ContextCache(0)
+    off.put("a", context("t1"))
+    assert off.get("a") is None
+    empty = ContextRead(head=None, compaction=None, turns=(), rows_read=0)
+    cache.put("d", empty)  # an empty session: nothing worth keeping
+    assert cache.get("d") is None
