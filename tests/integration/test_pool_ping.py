@@ -1,0 +1,64 @@
+"""Pooled Postgres connections: one idle past the threshold is checked before use and
+replaced if dead; one in steady use is not pinged, and a dead one fails once, then the pool
+starts afresh."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from nexus.db import Database
+from nexus.db import engine as engine_module
+from tests.services import PG_ADMIN_URL
+
+pytestmark = pytest.mark.postgres
+
+
+def _pid(database: Database) -> int:
+    with database.unit_of_work() as uow:
+        return int(uow.ledger.connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def _terminate(pid: int) -> None:
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture
+def pooled(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 0.0)
+    database = Database(postgres_url, pool_size=1, max_overflow=0)
+    try:
+        yield database
+    finally:
+        database.dispose()
+
+
+def test_a_connection_that_died_while_idle_is_replaced_before_use(pooled: Database) -> None:
+    first = _pid(pooled)
+    _terminate(first)  # a Postgres restart, as far as this connection can tell
+    second = _pid(pooled)  # no error: the checkout found it dead and connected again
+    assert second != first
+
+
+def test_a_connection_in_steady_use_is_not_pinged(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 3600.0)
+    database = Database(postgres_url, pool_size=1, max_overflow=0)
+    try:
+        first = _pid(database)
+        _terminate(first)
+        # Not checked (it was used a moment ago): the statement fails, once.
+        with pytest.raises(OperationalError):
+            _pid(database)
+        assert _pid(database) != first
+    finally:
+        database.dispose()
