@@ -3,6 +3,8 @@ record the notice its sender is owed (an outbound event the delivery layer sends
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nexus.db import UnitOfWork
 from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import EventDraft, EventRecord, QueueItemRecord
@@ -40,22 +42,31 @@ def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPol
     return len(decision.dropped)
 
 
-def summarize_overflow(uow: UnitOfWork, session_id: str) -> str | None:
+def summarize_overflow(
+    uow: UnitOfWork,
+    session_id: str,
+    *,
+    pending: Sequence[tuple[QueueItemRecord, EventRecord | None]] | None = None,
+) -> str | None:
     """For drops under `summarize` not yet told: one notice to the sender, and the summary
-    text the next turn reads (None when nothing is pending)."""
-    pending = uow.ledger.queue.dropped_pending_summary(session_id, marker=SUMMARY_PENDING)
+    text the next turn reads (None when nothing is pending). `pending`: those drops with
+    their events, when the caller read them already (the session run does)."""
+    if pending is None:
+        dropped = uow.ledger.queue.dropped_pending_summary(session_id, marker=SUMMARY_PENDING)
+        pending = [(item, _event(uow, item)) for item in dropped]
     if not pending:
         return None
-    events = [_event(uow, item) for item in pending]
+    items = [item for item, _ in pending]
+    events = [event for _, event in pending]
     said = "\n".join(f"- {_preview(event)}" for event in events if event is not None)
     notice = (
-        f"{len(pending)} of your earlier messages were not answered one by one because too "
+        f"{len(items)} of your earlier messages were not answered one by one because too "
         f"many were waiting. I have their gist:\n{said}"
     )
-    _notice(uow, f"notice:overflow:{pending[-1].id}", events[-1], notice)
-    uow.ledger.queue.mark_summarized([item.id for item in pending], marker=SUMMARY_PENDING)
+    _notice(uow, f"notice:overflow:{items[-1].id}", events[-1], notice)
+    uow.ledger.queue.mark_summarized([item.id for item in items], marker=SUMMARY_PENDING)
     return (
-        f"[{len(pending)} earlier messages were dropped because the queue was full. "
+        f"[{len(items)} earlier messages were dropped because the queue was full. "
         f"They said:\n{said}]"
     )
 

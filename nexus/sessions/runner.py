@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import structlog
 
 from nexus.agents.results import deliver
-from nexus.db import Database
+from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.service import Engine, TurnOutcome
@@ -38,12 +38,17 @@ from nexus.queueing.modes import (
     WaitUntil,
     next_work,
 )
-from nexus.queueing.overflow import summarize_overflow
+from nexus.queueing.overflow import SUMMARY_PENDING, summarize_overflow
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_ATTEMPTS = 3
 RETRY_BACKOFF_MS = (1_000, 5_000, 30_000)
+
+
+# A claim made: what runs, under which epoch, the inputs' events, the overflow summary owed,
+# and whether more was waiting beside it.
+_Claim = tuple[Run, int, dict[str, EventRecord | None], str | None, bool]
 
 
 @dataclass(frozen=True)
@@ -106,29 +111,44 @@ class SessionRunner:
     max_turns_per_run: int = 50  # then re-ring, so one busy session cannot hog a worker
 
     def run(self, session_id: str) -> RunReport:
-        lease = self.coordination.acquire(f"session:{session_id}", self.lease_ttl_ms)
-        if lease is None:
-            # Whoever holds it re-checks the queue after releasing, so nothing is stranded.
-            return RunReport(status="busy")
         turns = failed = dead = 0
         status = "done"
-        try:
-            self._reclaim(session_id)
-            with KeepAlive(lease, self.lease_ttl_ms):
-                while turns + failed < self.max_turns_per_run:
-                    step = self._step(session_id)
-                    if step in ("idle", "waiting", "fenced"):
-                        status = "waiting" if step == "waiting" else status
-                        status = "fenced" if step == "fenced" else status
-                        break
-                    if step == "failed" or step == "dead":
-                        failed += 1
-                        dead += step == "dead"
-                    else:
-                        turns += 1
-        finally:
-            lease.release()
-        self._ring_if_owed(session_id)
+        first = True
+        while True:
+            lease = self.coordination.acquire(f"session:{session_id}", self.lease_ttl_ms)
+            if lease is None:
+                # Whoever holds it re-checks the queue after releasing, so nothing is stranded.
+                if first:
+                    return RunReport(status="busy")
+                break
+            looked = False  # whether the last step's read showed nothing more waiting
+            try:
+                with KeepAlive(lease, self.lease_ttl_ms):
+                    while turns + failed < self.max_turns_per_run:
+                        step, more = self._step(session_id, first=first)
+                        first = False
+                        if step in ("idle", "waiting", "fenced"):
+                            status = "waiting" if step == "waiting" else status
+                            status = "fenced" if step == "fenced" else status
+                            break
+                        if step == "failed" or step == "dead":
+                            failed += 1
+                            dead += step == "dead"
+                        else:
+                            turns += 1
+                        if not more:
+                            # Nothing else was waiting when this turn was claimed: instead of
+                            # reading again under the lease, release and read once after.
+                            looked = True
+                            break
+            finally:
+                lease.release()
+            if looked and turns + failed < self.max_turns_per_run:
+                if self._ring_if_owed(session_id, take_now=True):
+                    continue  # due now: run it here, under the lease again, not via a ring
+                break
+            self._ring_if_owed(session_id)
+            break
         return RunReport(status=status, turns=turns, failed=failed, dead_lettered=dead)
 
     def _reclaim(self, session_id: str) -> None:
@@ -161,53 +181,78 @@ class SessionRunner:
             uow.commit()
         log.warning("stale_claims_reclaimed", session_id=session_id, items=len(stale))
 
-    def _ring_if_owed(self, session_id: str) -> None:
+    def _ring_if_owed(self, session_id: str, *, take_now: bool = False) -> bool:
         """After release, so a ring that found the lease held is never lost (the enqueuer
-        committed before ringing; this check runs after it)."""
+        committed before ringing; this check runs after it). With `take_now`, work that is
+        due now is not rung but reported (True), for the caller to run itself."""
         with self.database.unit_of_work() as uow:
             queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
         if not queued:
-            return
+            return False
         ready_at = min(item.available_at for item in queued)
         plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
         due = plan.at_ms if isinstance(plan, WaitUntil) else ready_at
         delay = due - self.clock()
         if delay <= 0:
+            if take_now:
+                return True
             self.doorbell.session_has_work(session_id)
         else:
             self.doorbell.session_has_work_after(session_id, delay)
+        return False
 
     # -- one turn ----------------------------------------------------------------------------
 
-    def _step(self, session_id: str) -> str:
+    def _step(self, session_id: str, *, first: bool = False) -> tuple[str, bool]:
+        """One turn: read the queue, claim by queue mode, run, settle. Returns how it went
+        and whether more was waiting beside what it claimed."""
         with self.database.unit_of_work() as uow:
-            waiting = uow.ledger.queue.for_session(session_id, statuses=OPEN_QUEUE_STATUSES)
-            if waiting and waiting[0].status == QueueStatus.CLAIMED:
-                # The oldest input is claimed by another run, one that lost the lease without
-                # knowing (Redis flushed or restarted): taking a later input would answer out
-                # of order. Step aside; that run settles it, or the relay rings if it died.
-                return "idle"
-            queued = [item for item in waiting if item.status == QueueStatus.QUEUED]
-            plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
-            if isinstance(plan, Idle):
-                return "idle"
-            if isinstance(plan, WaitUntil):
-                return "waiting"
-            epoch = uow.ledger.sessions.claim(session_id)
-            claimed = uow.ledger.queue.claim_ids(
-                [item.id for item in plan.items], epoch=epoch, lease_ms=self._claim_lease_ms()
-            )
-            events = {
-                item.event_id: uow.ledger.events.get(item.event_id)
-                for item in claimed
-                if item.event_id is not None
-            }
-            overflow = summarize_overflow(uow, session_id) if claimed else None
+            found = uow.ledger.queue.open_for_run(session_id, summary_marker=SUMMARY_PENDING)
+            waiting = [item for item, _ in found if item.status in OPEN_QUEUE_STATUSES]
+            stale = first and any(item.status == QueueStatus.CLAIMED for item in waiting)
+            claim = None if stale else self._claim(uow, session_id, found, waiting)
+            if claim is not None and isinstance(claim[0], str):
+                return claim[0], False  # idle or waiting: nothing claimed
             uow.commit()
-        if not claimed:
-            return "idle"
-        plan = dataclasses.replace(plan, items=tuple(claimed))
-        return self._run_turn(session_id, epoch, plan, events, overflow)
+        if stale:
+            # This run holds the lease, so claims it finds belong to a run that died or lost
+            # the lease: settle them, then look again.
+            self._reclaim(session_id)
+            return self._step(session_id)
+        assert claim is not None and not isinstance(claim[0], str)
+        plan, epoch, events, overflow, more = claim
+        if not plan.items:
+            return "idle", False
+        return self._run_turn(session_id, epoch, plan, events, overflow), more
+
+    def _claim(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        found: list[tuple[QueueItemRecord, EventRecord | None]],
+        waiting: list[QueueItemRecord],
+    ) -> _Claim | tuple[str]:
+        """Pick by queue mode and claim under a new epoch, in the caller's transaction."""
+        if waiting and waiting[0].status == QueueStatus.CLAIMED:
+            # The oldest input is claimed by another run, one that lost the lease without
+            # knowing (Redis flushed or restarted): taking a later input would answer out
+            # of order. Step aside; that run settles it, or the relay rings if it died.
+            return ("idle",)
+        queued = [item for item in waiting if item.status == QueueStatus.QUEUED]
+        plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
+        if isinstance(plan, Idle):
+            return ("idle",)
+        if isinstance(plan, WaitUntil):
+            return ("waiting",)
+        epoch = uow.ledger.sessions.claim(session_id)
+        claimed = uow.ledger.queue.claim_ids(
+            [item.id for item in plan.items], epoch=epoch, lease_ms=self._claim_lease_ms()
+        )
+        events = {item.event_id: event for item, event in found if item.event_id}
+        dropped = [(item, event) for item, event in found if item.status == QueueStatus.DROPPED]
+        overflow = summarize_overflow(uow, session_id, pending=dropped) if claimed else None
+        more = len(queued) > len(claimed)
+        return dataclasses.replace(plan, items=tuple(claimed)), epoch, events, overflow, more
 
     def _claim_lease_ms(self) -> int:
         # A claim outlives the longest turn, so the reaper never reclaims a live one.

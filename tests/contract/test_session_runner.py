@@ -313,7 +313,7 @@ def test_a_run_never_answers_past_an_input_another_run_still_holds(
     steps = 0
 
     class RacedRunner(SessionRunner):
-        def _step(self, session_id: str) -> str:
+        def _step(self, session_id: str, *, first: bool = False) -> tuple[str, bool]:
             nonlocal steps
             steps += 1
             if steps == 2:  # the other run claims the oldest input left
@@ -321,7 +321,7 @@ def test_a_run_never_answers_past_an_input_another_run_still_holds(
                     epoch = uow.ledger.sessions.claim(session_id)
                     uow.ledger.queue.claim_ids([ids[1]], epoch=epoch, lease_ms=60_000)
                     uow.commit()
-            return super()._step(session_id)
+            return super()._step(session_id, first=first)
 
     raced = RacedRunner(
         database=database,

@@ -9,11 +9,12 @@ from sqlalchemy import Connection, Select, bindparam, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
-from nexus.ledger.models import QueueItem, table_of
-from nexus.ledger.records import NewQueueItem, QueueItemRecord
+from nexus.ledger.models import Event, QueueItem, table_of
+from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 
 queue_items = table_of(QueueItem)
+events = table_of(Event)
 
 _FINAL = {
     QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},
@@ -214,6 +215,26 @@ class QueueRepository:
         rows = self._conn.execute(query, {"session_id": session_id})
         return [to_record(QueueItemRecord, row) for row in rows]
 
+    def open_for_run(
+        self, session_id: str, *, summary_marker: str
+    ) -> list[tuple[QueueItemRecord, EventRecord | None]]:
+        """What a session run looks at before each claim, in one round trip and queue order:
+        the open items (queued and claimed) and the dropped ones whose summary is still owed
+        (their detail ends with `summary_marker`, a plain text with no LIKE wildcards),
+        each with its event."""
+        rows = self._conn.execute(
+            _OPEN_FOR_RUN, {"session_id": session_id, "marker": summary_marker}
+        )
+        found: list[tuple[QueueItemRecord, EventRecord | None]] = []
+        for row in rows:
+            mapping = row._mapping
+            item = QueueItemRecord.model_validate({n: mapping[f"q_{n}"] for n in _ITEM_FIELDS})
+            event = None
+            if mapping["e_id"] is not None:
+                event = EventRecord.model_validate({n: mapping[f"e_{n}"] for n in _EVENT_FIELDS})
+            found.append((item, event))
+        return found
+
     def count_open(self, session_id: str) -> int:
         return int(
             self._conn.execute(
@@ -328,3 +349,22 @@ class QueueRepository:
 
 
 _FOR_SESSION: dict[tuple[QueueStatus, ...], Select[Any]] = {}
+
+_ITEM_FIELDS = list(QueueItemRecord.model_fields)
+_EVENT_FIELDS = list(EventRecord.model_fields)
+_OPEN_FOR_RUN = (
+    select(
+        *(queue_items.c[name].label(f"q_{name}") for name in _ITEM_FIELDS),
+        *(events.c[name].label(f"e_{name}") for name in _EVENT_FIELDS),
+    )
+    .select_from(queue_items.outerjoin(events, events.c.id == queue_items.c.event_id))
+    .where(queue_items.c.session_id == bindparam("session_id"))
+    .where(
+        queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED])
+        | (
+            (queue_items.c.status == QueueStatus.DROPPED)
+            & queue_items.c.disposition_detail.endswith(bindparam("marker"))
+        )
+    )
+    .order_by(queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)
+)
