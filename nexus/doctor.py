@@ -9,7 +9,7 @@ import redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from nexus.db.engine import build_engine
+from nexus.db.engine import DatabaseDriverMissing, build_engine
 from nexus.db.migrate import current_revision, head_revision
 from nexus.settings import SCRIPTED_MODEL, Settings
 
@@ -35,7 +35,10 @@ def _safe_url(url: str) -> str:
 def check_database(settings: Settings) -> list[Check]:
     url = settings.database_url
     shown = _safe_url(url)
-    engine = build_engine(url)
+    try:
+        engine = build_engine(url)
+    except DatabaseDriverMissing as error:
+        return [Check("database", "fail", f"{shown}: {error}", error.install)]
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))

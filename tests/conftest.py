@@ -12,8 +12,39 @@ from sqlalchemy import text
 from nexus.db import Database
 from nexus.db.migrate import upgrade
 from nexus.ledger.models import metadata
-from tests.services import create_database, drop_database, postgres_problem, redis_problem
+from tests.services import (
+    DEFAULT_DRIVER,
+    POSTGRES_DRIVERS,
+    create_database,
+    drop_database,
+    postgres_problem,
+    redis_problem,
+    with_driver,
+)
 from tests.support import FakeClock
+
+# The ledger's contract, and the turn commit raced by processes, run on every Postgres
+# driver; every other suite on the default one only, which keeps the run's time in check.
+ON_EVERY_DRIVER = (
+    Path(__file__).parent / "contract",
+    Path(__file__).parent / "integration" / "test_commit_race.py",
+)
+
+
+def _on_every_driver(path: Path) -> bool:
+    return any(path.is_relative_to(root) for root in ON_EVERY_DRIVER)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`database` is every backend; `pg_database` every Postgres driver (contract suite),
+    else the default driver."""
+    drivers = (
+        list(POSTGRES_DRIVERS) if _on_every_driver(metafunc.definition.path) else [DEFAULT_DRIVER]
+    )
+    if "database" in metafunc.fixturenames:
+        metafunc.parametrize("database", ["sqlite", *drivers], indirect=True)
+    if "pg_database" in metafunc.fixturenames:
+        metafunc.parametrize("pg_database", drivers, indirect=True)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -54,17 +85,19 @@ def _truncate_postgres(database: Database) -> None:
         connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture
 def database(
     request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path, clock: FakeClock
 ) -> Iterator[Database]:
-    """An empty, migrated ledger on each backend: the contract suite runs against both."""
+    """An empty, migrated ledger on each backend (and, for the contract suite, on each
+    Postgres driver): the contract suite runs against all of them."""
     if request.param == "sqlite":
         path = tmp_path / "nexus.db"
         shutil.copyfile(sqlite_template, path)
         db = Database(f"sqlite:///{path}", clock=clock)
     else:
-        db = Database(request.getfixturevalue("postgres_url"), clock=clock)
+        url = with_driver(request.getfixturevalue("postgres_url"), request.param)
+        db = Database(url, clock=clock)
         _truncate_postgres(db)
     try:
         yield db
@@ -73,9 +106,12 @@ def database(
 
 
 @pytest.fixture
-def pg_database(postgres_url: str, clock: FakeClock) -> Iterator[Database]:
-    """An empty, migrated ledger on PostgreSQL only."""
-    db = Database(postgres_url, clock=clock)
+def pg_database(
+    request: pytest.FixtureRequest, postgres_url: str, clock: FakeClock
+) -> Iterator[Database]:
+    """An empty, migrated ledger on PostgreSQL only (through each driver in the contract
+    suite)."""
+    db = Database(with_driver(postgres_url, request.param), clock=clock)
     _truncate_postgres(db)
     try:
         yield db

@@ -13,6 +13,9 @@ PG_ADMIN_URL = os.environ.get(
     "NEXUS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 REDIS_URL = os.environ.get("NEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# The Postgres drivers the ledger runs on, by test id: psycopg 3 (the default) and psycopg2.
+POSTGRES_DRIVERS = {"postgres": "postgresql+psycopg", "postgres-psycopg2": "postgresql+psycopg2"}
+DEFAULT_DRIVER = "postgres"
 
 HOW_TO_START = {
     "postgres": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
@@ -70,3 +73,9 @@ def drop_database(url: str) -> None:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+def with_driver(url: str, driver: str) -> str:
+    """`url` through the driver `POSTGRES_DRIVERS[driver]`, the database unchanged."""
+    named = make_url(url).set(drivername=POSTGRES_DRIVERS[driver])
+    return named.render_as_string(hide_password=False)

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
@@ -59,7 +60,7 @@ def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) 
         finally:
             engine.dispose()
     except Exception as error:
-        errors.print(f"[red]migration failed[/red]: {type(error).__name__}: {error}")
+        errors.print(f"[red]migration failed[/red]: {type(error).__name__}: {escape(str(error))}")
         raise typer.Exit(1) from error
     console.print(f"database is at revision [bold]{reached}[/bold]")
 
@@ -81,8 +82,10 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             table.add_row(
                 check.name,
                 f"[{colour[check.status]}]{check.status}[/]",
-                check.detail,
-                check.fix or "",
+                # Text, not markup: a fix such as `pip install 'nexus-broker[psycopg2]'`
+                # has brackets rich would take for a style.
+                escape(check.detail),
+                escape(check.fix or ""),
             )
         console.print(table)
     if any(check.status == "fail" for check in checks):

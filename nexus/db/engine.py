@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,20 +16,55 @@ if TYPE_CHECKING:
     from nexus.db.unit_of_work import UnitOfWork
 
 
-# Every spelling of a Postgres URL means the one driver Nexus ships and tests: psycopg 3.
-# It prepares a statement on the server once a connection has run it a few times, so the
-# turn commit (one large statement) is planned once per connection instead of per turn;
-# that measured 0.8 → 1.05 of a bare per-turn write (bench/ledger.py). `+psycopg2` URLs
-# from older configurations keep working: they are rewritten, not refused.
-_POSTGRES_PREFIXES = ("postgres://", "postgresql://", "postgresql+psycopg2://")
+# A Postgres URL that names no driver means psycopg 3, the one Nexus installs. It prepares a
+# statement on the server once a connection has run it a few times, so the turn commit (one
+# large statement) is planned once per connection instead of per turn (README: the default
+# driver). A URL that names its driver gets that driver: `postgresql+psycopg2://` runs on
+# psycopg2 (the `psycopg2` extra), `postgresql+psycopg://` on psycopg 3.
+_BARE_POSTGRES_PREFIXES = ("postgres://", "postgresql://")
+_DEFAULT_POSTGRES_PREFIX = "postgresql+psycopg://"
+
+# The package each supported Postgres driver imports, and how to install it.
+_DRIVER_PACKAGES = {
+    "psycopg": ("psycopg", "pip install 'psycopg[binary]>=3.2,<4' (a dependency of Nexus)"),
+    "psycopg2": (
+        "psycopg2",
+        "pip install 'nexus-broker[psycopg2]', or write postgresql:// for psycopg 3 "
+        "(installed with Nexus)",
+    ),
+}
+
+
+class DatabaseDriverMissing(ImportError):
+    """NEXUS_DATABASE_URL names a database driver that is not installed here."""
+
+    def __init__(self, package: str, install: str) -> None:
+        super().__init__(
+            f"NEXUS_DATABASE_URL needs the {package} driver, which is not installed: {install}"
+        )
+        self.install = install
 
 
 def normalize_database_url(url: str) -> str:
-    """Accept the common spellings of a Postgres URL and pin the psycopg (3) driver."""
-    for prefix in _POSTGRES_PREFIXES:
+    """Accept the common spellings of a Postgres URL; one that names no driver gets psycopg 3."""
+    for prefix in _BARE_POSTGRES_PREFIXES:
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
+            return _DEFAULT_POSTGRES_PREFIX + url[len(prefix) :]
     return url
+
+
+def require_driver(url: str) -> None:
+    """Raise DatabaseDriverMissing, saying how to install it, when the Postgres driver the
+    (normalized) URL names cannot be imported; SQLAlchemy's own error names no fix."""
+    dialect, _, driver = url.split("://", 1)[0].partition("+")
+    known = _DRIVER_PACKAGES.get(driver) if dialect == "postgresql" else None
+    if known is None:
+        return
+    package, install = known
+    try:
+        importlib.import_module(package)
+    except ImportError as error:
+        raise DatabaseDriverMissing(package, install) from error
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -53,6 +89,7 @@ def _configure_sqlite(engine: Engine) -> None:
 def build_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Engine:
     """An engine for `url` with the settings Nexus relies on for each dialect."""
     url = normalize_database_url(url)
+    require_driver(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -108,6 +145,7 @@ class Database:
         self, url: str, *, clock: Clock = now_ms, pool_size: int = 5, max_overflow: int = 10
     ) -> None:
         self.url = normalize_database_url(url)
+        require_driver(self.url)  # at startup, not at the first query
         self.clock = clock
         self._pool_size = pool_size
         self._max_overflow = max_overflow

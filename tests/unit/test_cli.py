@@ -12,11 +12,12 @@ import pytest
 from sqlalchemy import inspect
 from typer.testing import CliRunner
 
+from nexus.cli import app as cli
 from nexus.cli.app import app
 from nexus.db.engine import build_engine
 from nexus.db.migrate import head_revision
 from nexus.settings import get_settings
-from tests.services import REDIS_URL
+from tests.services import REDIS_URL, with_driver
 
 runner = CliRunner()
 
@@ -100,6 +101,28 @@ def test_doctor_reports_an_unreachable_database(monkeypatch: pytest.MonkeyPatch)
     code, checks = _doctor()
     assert code == 1
     assert _by_name(checks)["database"]["status"] == "fail"
+
+
+def test_a_missing_database_driver_names_the_extra_that_installs_it(
+    monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg2", None)  # as if it were not installed
+    url = with_driver(postgres_url, "postgres-psycopg2")
+    monkeypatch.setenv("NEXUS_DATABASE_URL", url)
+    code, checks = _doctor()
+    assert code == 1
+    database = _by_name(checks)["database"]
+    assert database["status"] == "fail"
+    assert "psycopg2" in database["detail"]
+    assert "nexus-broker[psycopg2]" in (database["fix"] or "")
+    monkeypatch.setattr(cli.console, "width", 400)  # one line per row, to read the table
+    table = runner.invoke(app, ["doctor"])
+    assert table.exit_code == 1
+    assert "nexus-broker[psycopg2]" in table.output  # printed as text, not taken for markup
+    monkeypatch.setattr(cli.errors, "width", 400)
+    upgrade = runner.invoke(app, ["db", "upgrade"])
+    assert upgrade.exit_code == 1
+    assert "nexus-broker[psycopg2]" in upgrade.output
 
 
 def test_doctor_wants_a_key_for_a_claude_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from nexus.db.engine import normalize_database_url
+from nexus.db import Database
+from nexus.db.engine import DatabaseDriverMissing, build_engine, normalize_database_url
 from nexus.settings import DEFAULT_DATABASE_URL, Settings
 
 
@@ -65,12 +67,32 @@ def test_a_database_url_without_scheme_is_a_clear_error(monkeypatch: pytest.Monk
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
+        # No driver named: psycopg 3, the default.
         ("postgres://u@h/db", "postgresql+psycopg://u@h/db"),
         ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
-        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg://u@h/db"),
+        # A driver named is the driver used.
+        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg2://u@h/db"),
         ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
         ("sqlite:///./x.db", "sqlite:///./x.db"),
     ],
 )
-def test_postgres_urls_are_pinned_to_psycopg(given: str, expected: str) -> None:
+def test_a_postgres_url_keeps_the_driver_it_names(given: str, expected: str) -> None:
     assert normalize_database_url(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "package", "install"),
+    [
+        ("postgresql+psycopg2://u@h/db", "psycopg2", "nexus-broker[psycopg2]"),
+        ("postgresql://u@h/db", "psycopg", "psycopg[binary]"),
+    ],
+)
+def test_a_driver_that_is_not_installed_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, url: str, package: str, install: str
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # as if it were not installed
+    for build in (Database, build_engine):
+        with pytest.raises(DatabaseDriverMissing) as raised:
+            build(url)
+        message = str(raised.value)
+        assert f"the {package} driver" in message and install in message, message

@@ -179,7 +179,8 @@ CONSUME_ITEMS = (
 # the statement). Every write selects FROM the compare-and-set's returned row, so a fenced
 # attempt writes nothing at all. Messages and consumed items arrive as parallel arrays and
 # are unnested, so their number does not change the statement (it is compiled once, and
-# psycopg prepares it on the server). The statement answers with what it wrote, which the
+# psycopg 3 prepares it on the server; psycopg2 binds the arrays as ARRAY[...] literals and
+# Postgres plans the statement each time). The statement answers with what it wrote, which the
 # repository checks. Tool calls and a compaction row, when a turn has any, follow it.
 def _array(name: str, element: type[String] | type[Integer] | type[Text]) -> object:
     return cast(bindparam(name, type_=ARRAY(element())), ARRAY(element()))
