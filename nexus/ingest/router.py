@@ -190,7 +190,7 @@ def _queue_many(
 ) -> list[str]:
     """`queue_into` for several events of one session: one lock, one cap decision, and at
     most one abort signal however many interrupting messages arrived."""
-    uow.ledger.sessions.lock(session.id)
+    waiting = uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
     abort = False
     for event, mode in events:
@@ -198,12 +198,13 @@ def _queue_many(
             NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
         )
         item_ids.append(item_id)
+        waiting += created  # a run may claim some meanwhile: the count can only be lower
         if created and arrivals is not None:
             if arrival_action(mode) == "abort":
                 abort = True
             else:
                 _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
-    drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
+    drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting)
     if abort and arrivals is not None:
         uow.after_commit(partial(arrivals.request_abort, session.id))
     return item_ids
@@ -264,12 +265,14 @@ def queue_into(
     # Routers for one session take turns from here to commit: two counting the queue at
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
-    uow.ledger.sessions.lock(session.id)
+    waiting = uow.ledger.sessions.lock(session.id)
     item_id, created = uow.ledger.queue.enqueue(
         NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
     )
     if created:
-        drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
+        drop_over_cap(
+            uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting + 1
+        )
         if doorbell is not None:
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:

@@ -15,9 +15,20 @@ SUMMARY_PENDING = "; summary pending"
 _PREVIEW = 80
 
 
-def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> int:
+def drop_over_cap(
+    uow: UnitOfWork,
+    session_id: str,
+    *,
+    cap: int,
+    policy: DropPolicy,
+    waiting_at_most: int | None = None,
+) -> int:
     """Returns how many items were dropped. The caller holds the session's lock
-    (`sessions.lock`), so routers count the queue one at a time."""
+    (`sessions.lock`), so routers count the queue one at a time. `waiting_at_most`: what the
+    caller knows bounds the waiting items (the count its lock read, plus what it queued);
+    within the cap, nothing is read."""
+    if waiting_at_most is not None and cap > 0 and waiting_at_most <= cap:
+        return 0
     waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
     decision = over_cap(waiting, cap=cap, policy=policy)
     if not decision.dropped:

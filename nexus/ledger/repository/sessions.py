@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus
-from nexus.ledger.models import Session, SessionAlias, SessionHistory, Thread, Turn, table_of
+from nexus.ledger.enums import CHAIN_STATUSES, QueueStatus, SessionOrigin, SessionStatus
+from nexus.ledger.models import (
+    QueueItem,
+    Session,
+    SessionAlias,
+    SessionHistory,
+    Thread,
+    Turn,
+    table_of,
+)
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import LabelTaken, NotForkable, NotFound
@@ -18,6 +26,7 @@ aliases = table_of(SessionAlias)
 history = table_of(SessionHistory)
 threads = table_of(Thread)
 turns = table_of(Turn)
+queue_items = table_of(QueueItem)
 
 
 class SessionRepository:
@@ -165,15 +174,14 @@ class SessionRepository:
             query = query.where(sessions.c.persona_id == persona_id)
         return [to_record(SessionRecord, row) for row in self._conn.execute(query.limit(limit))]
 
-    def lock(self, session_id: str) -> None:
+    def lock(self, session_id: str) -> int:
         """Hold the session's row until the transaction ends: decisions over its whole queue
         (the cap) are made one at a time, however many routers run (SQLite: always).
+        Returns how many of its items wait (queued) as of now, in the same round trip.
 
         FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it does not block the
         foreign-key checks of rows that reference the session (queue items, turns)."""
-        self._conn.execute(
-            select(sessions.c.id).where(sessions.c.id == session_id).with_for_update(key_share=True)
-        )
+        return int(self._conn.execute(_LOCK, {"session_id": session_id}).scalar_one_or_none() or 0)
 
     def claim(self, session_id: str) -> int:
         """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""
@@ -251,3 +259,17 @@ class SessionRepository:
                 changed_at=now,
             )
         )
+
+
+_queued = (
+    select(func.count())
+    .select_from(queue_items)
+    .where(queue_items.c.session_id == sessions.c.id)
+    .where(queue_items.c.status == QueueStatus.QUEUED)
+    .scalar_subquery()
+)
+_LOCK = (
+    select(_queued)
+    .where(sessions.c.id == bindparam("session_id"))
+    .with_for_update(of=sessions, key_share=True)
+)
