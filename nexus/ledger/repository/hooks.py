@@ -65,6 +65,18 @@ class HookRepository:
         ).one_or_none()
         return None if row is None else to_record(HookRecord, row)
 
+    def lock(self, names: Sequence[str]) -> dict[str, HookRecord]:
+        """These hooks' rows, held until the transaction ends (in name order, so two
+        callers locking several never wait on each other in a circle): a call's outcome
+        is written over the row as it is, not as it was when the call began."""
+        rows = self._conn.execute(
+            select(*columns_for(hooks, HookRecord))
+            .where(hooks.c.name.in_(sorted(set(names))))
+            .order_by(hooks.c.name)
+            .with_for_update()
+        )
+        return {record.name: record for record in (to_record(HookRecord, row) for row in rows)}
+
     def after_call(
         self,
         name: str,
