@@ -39,10 +39,12 @@ class HookRunner:
     llm_model: str = "scripted"
     clock: Clock = now_ms
 
-    def sync(self) -> None:
-        """The hooks table follows the directory (run when a worker loads the hooks)."""
+    def sync(self) -> list[str]:
+        """The hooks table follows the loaded directory; returns the hooks it disabled.
+        Only an explicit registration calls this (nexus/hooks/registry.py), never a
+        worker as it starts."""
         with self.database.unit_of_work() as uow:
-            uow.ledger.hooks.sync(
+            disabled = uow.ledger.hooks.sync(
                 [
                     (
                         h.meta.name,
@@ -56,6 +58,20 @@ class HookRunner:
                 ]
             )
             uow.commit()
+        return disabled
+
+    def unregistered(self) -> list[str]:
+        """Hooks loaded here that the registry does not know as they are (no row, or a
+        different file): this worker does not run the new ones until they are registered."""
+        if not self.hooks:
+            return []
+        with self.database.unit_of_work() as uow:
+            rows = {row.name: row for row in uow.ledger.hooks.all()}
+        return [
+            h.meta.name
+            for h in self.hooks
+            if (row := rows.get(h.meta.name)) is None or row.content_hash != h.content_hash
+        ]
 
     def cool_breakers(self) -> list[str]:
         """The timer's part of the breaker: open breakers past their cool-down go half-open

@@ -22,10 +22,11 @@ class HookRepository:
         self._conn = connection
         self._clock = clock
 
-    def sync(self, found: Sequence[tuple[str, str, str, str, str | None, str]]) -> None:
-        """Make the table follow the directory: (name, path, description, mode, schedule,
-        content_hash) per hook found. A hook whose file is gone is disabled, not deleted
-        (its invocations stay); a changed file keeps its breaker state and own state."""
+    def sync(self, found: Sequence[tuple[str, str, str, str, str | None, str]]) -> list[str]:
+        """Make the table follow a hooks directory: (name, path, description, mode,
+        schedule, content_hash) per hook found. A hook whose file is gone is disabled, not
+        deleted (its invocations stay); a changed file keeps its breaker state, its own
+        state and whether it is enabled. Returns the hooks this disabled."""
         now = self._clock()
         names = [name for name, *_ in found]
         for name, path, description, mode, schedule, content_hash in found:
@@ -53,7 +54,10 @@ class HookRepository:
         gone = update(hooks).where(hooks.c.enabled.is_(True))
         if names:
             gone = gone.where(hooks.c.name.not_in(names))
-        self._conn.execute(gone.values(enabled=False, updated_at=now))
+        disabled = self._conn.execute(
+            gone.values(enabled=False, updated_at=now).returning(hooks.c.name)
+        ).scalars()
+        return sorted(disabled)
 
     def all(self) -> list[HookRecord]:
         rows = self._conn.execute(select(*columns_for(hooks, HookRecord)).order_by(hooks.c.name))
