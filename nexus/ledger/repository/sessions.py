@@ -49,7 +49,25 @@ class SessionRepository:
             # No stored label can hold NUL (labels refuse control characters, and Postgres
             # text cannot hold it at all); asking the database would fail, not miss.
             return None
-        return self.get_by_label(self.final_label(label))
+        # One statement in the common case: the session with this label, and whether the
+        # label is also an alias (which then wins).
+        onward = select(aliases.c.session_label).where(aliases.c.alias == label).scalar_subquery()
+        row = self._conn.execute(
+            select(onward.label("onward"), *columns_for(sessions, SessionRecord)).where(
+                sessions.c.label == label
+            )
+        ).one_or_none()
+        if row is None:
+            target = self._alias_target(label)
+            if target is None:
+                return None
+        elif row.onward is None:
+            fields = dict(row._mapping)
+            del fields["onward"]
+            return SessionRecord.model_validate(fields)
+        else:
+            target = row.onward
+        return self.get_by_label(self.final_label(target))
 
     def final_label(self, label: str) -> str:
         """Where `label`'s aliases lead: the first label on the way that is no alias."""
