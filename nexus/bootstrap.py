@@ -208,15 +208,22 @@ class Nexus:
 
     @cached_property
     def hook_runner(self) -> HookRunner:
-        """The hooks in NEXUS_HOOKS_DIR; the hooks table follows the directory."""
-        runner = self.hook_runner_unsynced(
+        """The hooks in NEXUS_HOOKS_DIR on this machine. It runs those the shared registry
+        has enabled, and never rewrites the registry: `nexus hooks sync` does that."""
+        runner = self.fresh_hook_runner(
             on_problem=lambda problem: log.warning("hook_not_loaded", problem=problem)
         )
-        runner.sync()
+        unregistered = runner.unregistered()
+        if unregistered:
+            log.warning(
+                "hooks_not_registered",
+                hooks=unregistered,
+                hint="new or changed hook files: run `nexus hooks sync` to register them",
+            )
         return runner
 
-    def hook_runner_unsynced(self, *, on_problem: Callable[[str], object]) -> HookRunner:
-        """The hooks as loaded now, with the hooks table left as it is (a dry run)."""
+    def fresh_hook_runner(self, *, on_problem: Callable[[str], object]) -> HookRunner:
+        """The hooks as loaded from NEXUS_HOOKS_DIR now, each file problem reported."""
         from nexus.hooks.loader import load_hooks
 
         report = load_hooks(self.settings.hooks_dir)

@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema: migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-hooks_app = typer.Typer(help="Hooks: list them, or dry-run one on an event.")
+hooks_app = typer.Typer(help="Hooks: list them, register a directory, dry-run one.")
 app.add_typer(hooks_app, name="hooks")
 
 console = Console()
@@ -305,6 +305,20 @@ def hooks_list(
         from nexus.cli.hooks import list_hooks
 
         list_hooks(_settings(), as_json=as_json)
+
+
+@hooks_app.command("sync")
+def hooks_sync(
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Accept a directory with no hooks: disable them all."
+    ),
+) -> None:
+    """Register the hooks in NEXUS_HOOKS_DIR as the deployment's (run it at deploy): new ones
+    are enabled, changed ones updated, ones whose file is gone disabled. Workers only run
+    registered hooks and never change the registry themselves."""
+    from nexus.cli.hooks import sync_hooks
+
+    sync_hooks(_settings(), allow_empty=allow_empty)
 
 
 @hooks_app.command("test")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -47,6 +48,10 @@ def start_embedded(settings: Settings) -> tuple[Any, Embedded]:
     # One graph for the worker and the API: the API rings the worker's in-process broker
     # and shares its coordination, so abort, steer and the live stream work.
     nexus = bootstrap_worker(settings)
+    if Path(settings.hooks_dir).is_dir():
+        # One process on its own ledger: its hooks directory is the deployment's, so it is
+        # registered as it starts (a distributed deployment runs `nexus hooks sync`).
+        nexus.hook_runner.sync()
     celery_app = nexus.celery
     worker = WorkController(
         app=celery_app,

@@ -1,4 +1,4 @@
-"""`nexus hooks`: the hooks with their breakers, and a dry run of one hook on an event file."""
+"""`nexus hooks`: the hooks with their breakers, their registration, a dry run of one."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def list_hooks(settings: Settings, *, as_json: bool) -> None:
         console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
         return
     if not rows:
-        console.print(f"no hooks yet (a worker loads them from {settings.hooks_dir})")
+        console.print(
+            f"no hooks registered yet (`nexus hooks sync` registers {settings.hooks_dir})"
+        )
         return
     table = Table("name", "mode", "schedule", "enabled", "breaker", "errors", "description")
     for row in rows:
@@ -49,6 +51,29 @@ def list_hooks(settings: Settings, *, as_json: bool) -> None:
             row.breaker_state, str(row.consecutive_errors), row.description,
         )  # fmt: skip
     console.print(table)
+
+
+def sync_hooks(settings: Settings, *, allow_empty: bool) -> None:
+    """Register the hooks of NEXUS_HOOKS_DIR as the deployment's (nexus/hooks/registry.py)."""
+    from nexus.hooks.registry import RegistrationRefused, register_directory
+
+    nexus = bootstrap(settings)
+    problems: list[str] = []
+    runner = nexus.fresh_hook_runner(on_problem=problems.append)
+    try:
+        registered = register_directory(
+            runner, settings.hooks_dir, problems, allow_empty=allow_empty
+        )
+    except RegistrationRefused as error:
+        errors.print(f"[red]nothing changed[/red]: {error}")
+        raise typer.Exit(2) from error
+    finally:
+        nexus.database.dispose()
+    console.print(f"registered {len(registered.hooks)} hook(s) from {settings.hooks_dir}")
+    for name in registered.hooks:
+        console.print(f"  {name}")
+    for name in registered.disabled:
+        console.print(f"  {name}: disabled (its file is gone)")
 
 
 def read_event(path: Path) -> EventRecord:
@@ -72,7 +97,7 @@ def test_hook(settings: Settings, name: str, event_file: Path) -> None:
     event = read_event(event_file)
     # A dry run writes nothing (so rings nothing) and leaves the hooks table as it is.
     nexus = bootstrap(settings)
-    runner = nexus.hook_runner_unsynced(
+    runner = nexus.fresh_hook_runner(
         on_problem=lambda p: errors.print(f"[yellow]not loaded[/yellow]: {p}")
     )
     database = nexus.database

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -12,10 +13,11 @@ import structlog
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.model import ModelDone, ModelPort, ModelRequest
-from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit, record
+from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit
 from nexus.hooks.cron import cron_matches
 from nexus.hooks.evaluator import Invocation, evaluate_all
 from nexus.hooks.loader import LoadedHook
+from nexus.hooks.settle import settle
 from nexus.hooks.spec import HookContext, HookResult, Routing
 from nexus.ids import Clock, now_ms
 from nexus.ledger.enums import BreakerState, HookMode, MessageSource
@@ -37,10 +39,12 @@ class HookRunner:
     llm_model: str = "scripted"
     clock: Clock = now_ms
 
-    def sync(self) -> None:
-        """The hooks table follows the directory (run when a worker loads the hooks)."""
+    def sync(self) -> list[str]:
+        """The hooks table follows the loaded directory; returns the hooks it disabled.
+        Only an explicit registration calls this (nexus/hooks/registry.py), never a
+        worker as it starts."""
         with self.database.unit_of_work() as uow:
-            uow.ledger.hooks.sync(
+            disabled = uow.ledger.hooks.sync(
                 [
                     (
                         h.meta.name,
@@ -54,6 +58,20 @@ class HookRunner:
                 ]
             )
             uow.commit()
+        return disabled
+
+    def unregistered(self) -> list[str]:
+        """Hooks loaded here that the registry does not know as they are (no row, or a
+        different file): this worker does not run the new ones until they are registered."""
+        if not self.hooks:
+            return []
+        with self.database.unit_of_work() as uow:
+            rows = {row.name: row for row in uow.ledger.hooks.all()}
+        return [
+            h.meta.name
+            for h in self.hooks
+            if (row := rows.get(h.meta.name)) is None or row.content_hash != h.content_hash
+        ]
 
     def cool_breakers(self) -> list[str]:
         """The timer's part of the breaker: open breakers past their cool-down go half-open
@@ -97,7 +115,6 @@ class HookRunner:
         minute = _timer_minute(event)
         now = self.clock()
         chosen: list[LoadedHook] = []
-        admitted: dict[str, Breaker] = {}
         for hook in self.hooks:
             row = rows.get(hook.meta.name)
             if row is None or not row.enabled:
@@ -106,10 +123,8 @@ class HookRunner:
                 minute is None or not cron_matches(hook.meta.schedule, minute)
             ):
                 continue  # a scheduled hook sees only its minutes
-            allowed, breaker = admit(_breaker(row), now)
-            if allowed:
+            if admit(_breaker(row), now)[0]:
                 chosen.append(hook)
-                admitted[hook.meta.name] = breaker
         if not chosen:
             return []
         invocations = evaluate_all(
@@ -118,8 +133,13 @@ class HookRunner:
             now_ms=self.clock,
         )
         with self.database.unit_of_work() as uow:
+            # Other workers may have run these hooks meanwhile: the outcome is written over
+            # their rows as they are now, each held until this commits.
+            current = uow.ledger.hooks.lock([i.hook.meta.name for i in invocations])
             for invocation in invocations:
-                self._settle(uow, event, invocation, admitted[invocation.hook.meta.name])
+                name = invocation.hook.meta.name
+                if name in current:
+                    self._settle(uow, event, invocation, rows[name].state, current[name])
             uow.commit()
         return invocations
 
@@ -128,7 +148,8 @@ class HookRunner:
             event=event,
             now_ms=self.clock(),
             minute_ms=minute,
-            state=dict(row.state),
+            # A copy to the bottom: what the call changes is found by comparing with the row.
+            state=copy.deepcopy(row.state),
             search_events=self._search,
             recent_events=self._recent,
             llm=self._llm,
@@ -161,31 +182,43 @@ class HookRunner:
         return ""
 
     def _settle(
-        self, uow: UnitOfWork, event: EventRecord, invocation: Invocation, breaker: Breaker
+        self,
+        uow: UnitOfWork,
+        event: EventRecord,
+        invocation: Invocation,
+        state_before: dict[str, Any],
+        now_row: HookRecord,
     ) -> None:
         hook = invocation.hook
         now = self.clock()
         result = invocation.result if invocation.error is None else None
-        after = record(breaker, ok=invocation.error is None, now_ms=now)
+        settled = settle(
+            now_row,
+            state_before=state_before,
+            state_after=invocation.state,
+            ok=invocation.error is None,
+            fired=invocation.fired,
+            one_shot=hook.meta.mode == HookMode.ONE_SHOT,
+            disable=bool(result and result.disable_hook),
+            now_ms=now,
+        )
         uow.ledger.hooks.record_invocation(
             hook.meta.name,
             event_id=event.id,
             started_at=invocation.started_at,
             latency_ms=invocation.latency_ms,
-            fired=invocation.fired,
+            fired=settled.fires,
             result=_as_json(result),
             error=invocation.error,
         )
-        one_shot_done = invocation.fired and hook.meta.mode == HookMode.ONE_SHOT
-        disabled = one_shot_done or bool(result and result.disable_hook)
         uow.ledger.hooks.after_call(
             hook.meta.name,
-            breaker_state=after.state.value,
-            consecutive_errors=after.consecutive_errors,
-            opened_at=after.opened_at,
-            state=invocation.state,
-            enabled=not disabled,
-            fired_at=now if invocation.fired else None,
+            breaker_state=settled.breaker.state.value,
+            consecutive_errors=settled.breaker.consecutive_errors,
+            opened_at=settled.breaker.opened_at,
+            state=settled.state,
+            enabled=settled.enabled,
+            fired_at=now if settled.fires else None,
         )
         if invocation.error is not None:
             log.warning(
@@ -193,9 +226,9 @@ class HookRunner:
                 hook=hook.meta.name,
                 event_id=event.id,
                 error=invocation.error,
-                breaker=after.state.value,
+                breaker=settled.breaker.state.value,
             )
-        if invocation.fired and result is not None:
+        if settled.fires and result is not None:
             self._fire(uow, event, hook, result)
 
     def _fire(

@@ -19,7 +19,7 @@ MERGE_REASON = "identity_merge"
 class MergeResult:
     root: str
     primary_session: str | None
-    aliases_created: tuple[str, ...]
+    aliases_created: tuple[str, ...]  # the keys this merge pointed at the primary
 
 
 def pick_primary(candidates: Sequence[tuple[SessionRecord, int]]) -> SessionRecord:
@@ -32,8 +32,12 @@ def merge_entities(
 ) -> MergeResult:
     """Merge `merged` into `into` and point every DM key of the person at one session.
 
-    Runs in the caller's transaction, as the seed asks: the merge and its aliases commit
-    together or not at all. The primary session is told of the merge with a queued notice.
+    Every key of the merged group (`dm:{entity}`) then resolves to the primary: the
+    session with the most turns among those the keys lead to now. A key with a session of
+    its own gets an alias (which wins over the label: that session keeps its history and
+    receives nothing more); a key that is an alias already, from an earlier merge, is
+    re-pointed. Runs in the caller's transaction, as the seed asks: the merge and its
+    aliases commit together or not at all. The primary is told with a queued notice.
     """
     if not merged:
         raise ValueError("name at least one entity to merge")
@@ -41,20 +45,28 @@ def merge_entities(
         uow.ledger.identity.merge(entity_id, into=into)
     group = uow.ledger.identity.merge_group(into)
     root = group[0]
-    existing = [
-        (session, uow.ledger.sessions.turn_count(session.id))
-        for entity_id in group
-        if (session := uow.ledger.sessions.get_by_label(dm_key(entity_id))) is not None
-    ]
-    if not existing:
+    sessions = uow.ledger.sessions
+    keys = [dm_key(entity_id) for entity_id in group]
+    # Where each of the person's keys leads today: its own session, an earlier merge's
+    # primary (through its alias), or nowhere yet.
+    leads = {key: sessions.resolve(key) for key in keys}
+    candidates = {s.id: s for s in leads.values() if s is not None}
+    if not candidates:
         return MergeResult(root=root, primary_session=None, aliases_created=())
-    primary = pick_primary(existing)
-    created = tuple(
-        dm_key(entity_id)
-        for entity_id in group
-        if dm_key(entity_id) != primary.label
-        and uow.ledger.sessions.add_alias(dm_key(entity_id), primary.label, reason=MERGE_REASON)
-    )
+    primary = pick_primary([(s, sessions.turn_count(s.id)) for s in candidates.values()])
+    written: list[str] = []
+    for key in keys:
+        session = leads[key]
+        if session is not None and session.id == primary.id:
+            continue
+        # The primary is no alias (resolve ends on a label that is none), so pointing a
+        # key straight at it can never close a circle.
+        if sessions.final_label(key) != key:
+            sessions.repoint_alias(key, primary.label, reason=MERGE_REASON)
+        else:
+            sessions.add_alias(key, primary.label, reason=MERGE_REASON)
+        written.append(key)
+    created = tuple(written)
     notice = (
         f"[identity] {', '.join(merged)} merged into {into}: conversations from every one of "
         f"their channels now continue in this session."

@@ -39,7 +39,8 @@ def send_to_session(
     queueing: QueuePolicy | None = None,
 ) -> QueuedMessage:
     """Queue `text` to the session `label` (aliases followed; created when missing, with
-    `persona` or the default persona). The caller commits; the doorbell rings after."""
+    `persona` or the default persona). The caller commits; the doorbell rings after, for
+    the session and for the hooks."""
     session = uow.ledger.sessions.resolve(label)
     if session is None:
         agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
@@ -65,6 +66,9 @@ def send_to_session(
     item_id, _ = queue_into(
         uow, session, event, chosen, doorbell, arrivals=arrivals, queueing=queueing or QueuePolicy()
     )
+    # Every event that enters the ledger goes past the hooks, whatever door it came in by:
+    # this one skips the router, which runs them for platform messages, so it rings them.
+    uow.after_commit(partial(doorbell.hooks_due, event_id))
     return QueuedMessage(event_id=event_id, queue_item_id=item_id, session=session, mode=chosen)
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from pydantic import ValidationError
 
 from nexus.db import Database
 from nexus.ledger.enums import SessionOrigin
 from nexus.ledger.records import NewSession
-from nexus.ledger.repository import LabelTaken, NotFound
+from nexus.ledger.repository import LabelTaken, LedgerConflict, NotFound
 from tests.support import new_session
 
 
@@ -58,6 +61,76 @@ def test_alias_label_cannot_be_created_as_a_session(database: Database) -> None:
 def test_alias_to_a_missing_session_is_refused(database: Database) -> None:
     with database.unit_of_work() as uow, pytest.raises(NotFound):
         uow.ledger.sessions.add_alias("dm:x", "dm:nobody", reason="manual")
+
+
+def test_aliases_resolve_first_and_through_each_other(database: Database) -> None:
+    with database.unit_of_work() as uow:
+        for label in ("dm:a", "dm:b", "dm:c"):
+            new_session(uow.ledger, label)
+        agent = uow.ledger.agents.ensure("atlas")
+        uow.ledger.sessions.add_alias("dm:a", "dm:b", reason="identity_merge")
+        uow.ledger.sessions.add_alias("dm:b", "dm:c", reason="identity_merge")
+        uow.commit()
+    with database.unit_of_work() as uow:
+        c = uow.ledger.sessions.get_by_label("dm:c")
+        # dm:a and dm:b keep their sessions (their history), but what is addressed to them
+        # goes where their aliases lead; ensure (the router's lookup) does the same.
+        assert uow.ledger.sessions.resolve("dm:a") == uow.ledger.sessions.resolve("dm:b") == c
+        routed = uow.ledger.sessions.ensure(NewSession(label="dm:a", persona_id=agent.id))
+        assert routed == c
+        assert uow.ledger.sessions.get_by_label("dm:a") is not None
+
+
+def test_an_alias_that_would_close_a_circle_is_refused(database: Database) -> None:
+    with database.unit_of_work() as uow:
+        for label in ("dm:a", "dm:b", "dm:c"):
+            new_session(uow.ledger, label)
+        uow.ledger.sessions.add_alias("dm:a", "dm:b", reason="identity_merge")
+        uow.ledger.sessions.add_alias("dm:b", "dm:c", reason="identity_merge")
+        with pytest.raises(LedgerConflict, match="circle"):
+            uow.ledger.sessions.add_alias("dm:c", "dm:a", reason="manual")
+        with pytest.raises(LedgerConflict, match="circle"):
+            uow.ledger.sessions.add_alias("dm:c", "dm:c", reason="manual")
+        with pytest.raises(LedgerConflict, match="circle"):
+            uow.ledger.sessions.repoint_alias("dm:b", "dm:a", reason="manual")
+        assert uow.ledger.sessions.repoint_alias("dm:a", "dm:c", reason="identity_merge")
+        assert not uow.ledger.sessions.repoint_alias("dm:a", "dm:c", reason="identity_merge")
+        uow.commit()
+    with database.unit_of_work() as uow:
+        c = uow.ledger.sessions.get_by_label("dm:c")
+        assert [uow.ledger.sessions.resolve(k) for k in ("dm:a", "dm:b", "dm:c")] == [c, c, c]
+
+
+def test_two_aliases_written_at_once_cannot_close_a_circle(pg_database: Database) -> None:
+    with pg_database.unit_of_work() as uow:
+        new_session(uow.ledger, "dm:a")
+        new_session(uow.ledger, "dm:b")
+        uow.commit()
+    outcomes: dict[str, str] = {}
+    first_written = threading.Event()
+
+    def write(alias: str, target: str, hold_s: float) -> None:
+        try:
+            with pg_database.unit_of_work() as uow:
+                uow.ledger.sessions.add_alias(alias, target, reason="manual")
+                first_written.set()
+                time.sleep(hold_s)  # still uncommitted while the other one checks
+                uow.commit()
+            outcomes[alias] = "written"
+        except LedgerConflict:
+            outcomes[alias] = "refused"
+
+    first = threading.Thread(target=write, args=("dm:a", "dm:b", 0.5))
+    first.start()
+    assert first_written.wait(5)
+    second = threading.Thread(target=write, args=("dm:b", "dm:a", 0.0))
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert outcomes == {"dm:a": "written", "dm:b": "refused"}
+    with pg_database.unit_of_work() as uow:
+        b = uow.ledger.sessions.get_by_label("dm:b")
+        assert uow.ledger.sessions.resolve("dm:a") == uow.ledger.sessions.resolve("dm:b") == b
 
 
 def test_ensure_follows_aliases_and_creates_once(database: Database) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.api.test_hooks_see_api_messages import WATCHER
 from tests.integration.worker_process import stop
 from tests.support import free_port
 
@@ -55,13 +56,27 @@ def _nexus(cwd: Path, environment: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+def _hook_state(cwd: Path, environment: dict[str, str], name: str) -> dict[str, object] | None:
+    listed = json.loads(_nexus(cwd, environment, "hooks", "--json"))
+    found = [hook for hook in listed if hook["name"] == name and hook["enabled"]]
+    return found[0]["state"] if found else None
+
+
 def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
     port = free_port()
     environment = _clean_environment(port)
+    (tmp_path / "hooks").mkdir()  # `nexus dev` registers its own hooks directory
+    (tmp_path / "hooks" / "watcher.py").write_text(WATCHER)
     with _running([str(NEXUS), "dev", "--port", str(port)], tmp_path, environment) as log:
         assert f"http://127.0.0.1:{port}" in log.read_text()
+        assert _hook_state(tmp_path, environment, "watcher") == {}
         answer = _nexus(tmp_path, environment, "send", "main", "hello", "--wait")
         assert "You said: hello" in answer and "scripted model" in answer
+        # The message came in through the API; the hooks saw it all the same.
+        deadline = time.monotonic() + 30
+        while _hook_state(tmp_path, environment, "watcher") != {"seen": ["hello"]}:
+            assert time.monotonic() < deadline, _hook_state(tmp_path, environment, "watcher")
+            time.sleep(0.2)
         tree = json.loads(_nexus(tmp_path, environment, "tree", "main", "--json"))
         [first] = [turn["id"] for turn in tree["turns"]]
         assert "forked alt" in _nexus(tmp_path, environment, "fork", first, "--label", "alt")

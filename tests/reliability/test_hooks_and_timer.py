@@ -13,8 +13,11 @@ from textwrap import dedent
 
 import pytest
 
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.hooks.registry import register_directory
 from nexus.ledger.enums import BreakerState, Disposition, QueueMode
+from nexus.settings import Settings
 from tests.integration.processes import fast_beat
 from tests.integration.session_support import cluster, user_texts
 from tests.integration.worker_process import wait_for
@@ -59,12 +62,18 @@ HOOKS = {
 }
 
 
-def _hooks_dir(tmp_path: Path, *names: str) -> Path:
+def _hooks_dir(database: Database, tmp_path: Path, *names: str) -> Path:
+    """The hooks directory every worker loads, registered as a deploy does."""
     directory = tmp_path / "hooks"
     directory.mkdir()
     header = "from nexus.hooks.spec import HookMeta, HookResult, Routing\n"
     for name in names:
         (directory / f"{name}.py").write_text(header + dedent(HOOKS[name]))
+    problems: list[str] = []
+    runner = bootstrap(Settings(hooks_dir=str(directory)), database=database).fresh_hook_runner(
+        on_problem=problems.append
+    )
+    register_directory(runner, directory, problems, allow_empty=False)
     return directory
 
 
@@ -90,7 +99,7 @@ def _open_items(database: Database) -> int:
 def test_a_raising_and_a_hanging_hook_delay_and_lose_nothing(
     watched_db: Database, tmp_path: Path
 ) -> None:
-    hooks = _hooks_dir(tmp_path, "raiser", "hanger", "echo")
+    hooks = _hooks_dir(watched_db, tmp_path, "raiser", "hanger", "echo")
     texts = [f"h{n}" for n in range(7)]
     with cluster(
         watched_db, tmp_path, mode=QueueMode.QUEUE, extra_env={"NEXUS_HOOKS_DIR": str(hooks)}
@@ -128,7 +137,7 @@ def test_a_raising_and_a_hanging_hook_delay_and_lose_nothing(
 
 
 def test_two_beats_tick_each_minute_once(watched_db: Database, tmp_path: Path) -> None:
-    hooks = _hooks_dir(tmp_path, "minutely")
+    hooks = _hooks_dir(watched_db, tmp_path, "minutely")
     now_minute = int(time.time() * 1000) // MINUTE * MINUTE
     behind = now_minute - 20 * MINUTE
     with watched_db.unit_of_work() as uow:  # the beats were "down" for twenty minutes

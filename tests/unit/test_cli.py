@@ -180,3 +180,36 @@ def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
     refused = runner.invoke(app, ["merge", second, "--into", first])
     assert refused.exit_code == 1
     assert "already the same person" in refused.output
+
+
+def test_hooks_sync_registers_the_directory_and_refuses_to_empty_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "greeter.py").write_text(
+        "from nexus.hooks.spec import HookMeta, HookResult\n"
+        'HOOK = HookMeta(name="greeter")\n'
+        "def evaluate(ctx):\n    return HookResult()\n"
+    )
+    monkeypatch.setenv("NEXUS_HOOKS_DIR", str(hooks))
+    get_settings.cache_clear()
+    synced = runner.invoke(app, ["hooks", "sync"])
+    assert synced.exit_code == 0, synced.output
+    assert "registered 1 hook(s)" in synced.output and "greeter" in synced.output
+
+    monkeypatch.setenv("NEXUS_HOOKS_DIR", str(tmp_path / "nowhere"))
+    get_settings.cache_clear()
+    refused = runner.invoke(app, ["hooks", "sync"])
+    assert refused.exit_code == 2
+    assert "nothing changed" in refused.output and "nowhere" in refused.output
+    listed = runner.invoke(app, ["hooks", "--json"])
+    assert [(h["name"], h["enabled"]) for h in json.loads(listed.stdout)] == [("greeter", True)]
+
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("NEXUS_HOOKS_DIR", str(tmp_path / "empty"))
+    get_settings.cache_clear()
+    assert runner.invoke(app, ["hooks", "sync"]).exit_code == 2
+    emptied = runner.invoke(app, ["hooks", "sync", "--allow-empty"])
+    assert emptied.exit_code == 0 and "greeter: disabled" in emptied.output

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Column, Connection, Table
+from sqlalchemy import Column, Connection, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 R = TypeVar("R", bound=BaseModel)
@@ -18,6 +19,15 @@ def upsert_insert(connection: Connection, table: Table) -> Any:
     if connection.dialect.name == "sqlite":
         return sqlite.insert(table)
     raise NotImplementedError(f"unsupported database dialect {connection.dialect.name!r}")
+
+
+def serialize(connection: Connection, name: str) -> None:
+    """Hold the lock called `name` until the transaction ends: writers of one kind take
+    turns. Postgres: a transaction-scoped advisory lock. SQLite needs none: its writers
+    are one at a time already (every transaction begins IMMEDIATE)."""
+    if connection.dialect.name == "postgresql":
+        key = zlib.crc32(name.encode())  # a stable 32-bit number: the lock's name
+        connection.execute(select(func.pg_advisory_xact_lock(key)))
 
 
 def columns_for(table: Table, record: type[BaseModel]) -> list[Column[Any]]:

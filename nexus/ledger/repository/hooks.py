@@ -22,10 +22,11 @@ class HookRepository:
         self._conn = connection
         self._clock = clock
 
-    def sync(self, found: Sequence[tuple[str, str, str, str, str | None, str]]) -> None:
-        """Make the table follow the directory: (name, path, description, mode, schedule,
-        content_hash) per hook found. A hook whose file is gone is disabled, not deleted
-        (its invocations stay); a changed file keeps its breaker state and own state."""
+    def sync(self, found: Sequence[tuple[str, str, str, str, str | None, str]]) -> list[str]:
+        """Make the table follow a hooks directory: (name, path, description, mode,
+        schedule, content_hash) per hook found. A hook whose file is gone is disabled, not
+        deleted (its invocations stay); a changed file keeps its breaker state, its own
+        state and whether it is enabled. Returns the hooks this disabled."""
         now = self._clock()
         names = [name for name, *_ in found]
         for name, path, description, mode, schedule, content_hash in found:
@@ -53,7 +54,10 @@ class HookRepository:
         gone = update(hooks).where(hooks.c.enabled.is_(True))
         if names:
             gone = gone.where(hooks.c.name.not_in(names))
-        self._conn.execute(gone.values(enabled=False, updated_at=now))
+        disabled = self._conn.execute(
+            gone.values(enabled=False, updated_at=now).returning(hooks.c.name)
+        ).scalars()
+        return sorted(disabled)
 
     def all(self) -> list[HookRecord]:
         rows = self._conn.execute(select(*columns_for(hooks, HookRecord)).order_by(hooks.c.name))
@@ -64,6 +68,18 @@ class HookRepository:
             select(*columns_for(hooks, HookRecord)).where(hooks.c.name == name)
         ).one_or_none()
         return None if row is None else to_record(HookRecord, row)
+
+    def lock(self, names: Sequence[str]) -> dict[str, HookRecord]:
+        """These hooks' rows, held until the transaction ends (in name order, so two
+        callers locking several never wait on each other in a circle): a call's outcome
+        is written over the row as it is, not as it was when the call began."""
+        rows = self._conn.execute(
+            select(*columns_for(hooks, HookRecord))
+            .where(hooks.c.name.in_(sorted(set(names))))
+            .order_by(hooks.c.name)
+            .with_for_update()
+        )
+        return {record.name: record for record in (to_record(HookRecord, row) for row in rows)}
 
     def after_call(
         self,

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, func, select, update
 from nexus.ids import Clock, new_id
 from nexus.ledger.models import Contact, Entity, table_of
 from nexus.ledger.records import EntityRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 
 contacts = table_of(Contact)
@@ -17,6 +17,9 @@ entities = table_of(Entity)
 
 # A merge chain longer than this means a cycle or corruption; refuse rather than spin.
 MAX_MERGE_HOPS = 64
+# Merges take turns: two at once (a into b, b into a) would each pass the check that the
+# other one makes false, and leave a circle of entities.
+ENTITY_MERGES = "nexus:entity-merges"
 
 
 def auto_entity_id(platform: str, sender_id: str) -> str:
@@ -130,6 +133,7 @@ class IdentityRepository:
 
     def merge(self, merged: str, *, into: str) -> None:
         """Point `merged` at `into` (both must exist; refuses cycles and double merges)."""
+        serialize(self._conn, ENTITY_MERGES)
         for entity_id in (merged, into):
             if self.get_entity(entity_id) is None:
                 raise NotFound(f"no entity {entity_id!r}")

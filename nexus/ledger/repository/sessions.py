@@ -18,8 +18,8 @@ from nexus.ledger.models import (
     table_of,
 )
 from nexus.ledger.records import NewSession, SessionRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
-from nexus.ledger.repository.errors import LabelTaken, NotForkable, NotFound
+from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
+from nexus.ledger.repository.errors import LabelTaken, LedgerConflict, NotForkable, NotFound
 
 sessions = table_of(Session)
 aliases = table_of(SessionAlias)
@@ -27,6 +27,11 @@ history = table_of(SessionHistory)
 threads = table_of(Thread)
 turns = table_of(Turn)
 queue_items = table_of(QueueItem)
+
+# A longer chain of aliases than this is a circle or corruption; refuse rather than spin.
+MAX_ALIAS_HOPS = 64
+# The lock that alias writers (and entity merges, which write them) take turns on.
+ALIAS_WRITERS = "nexus:session-aliases"
 
 
 class SessionRepository:
@@ -44,18 +49,48 @@ class SessionRepository:
         return self._one(sessions.c.label == label)
 
     def resolve(self, label: str) -> SessionRecord | None:
-        """Seed 002's lookup order: the label itself, else an alias of it, else None."""
+        """The session that what is addressed to `label` goes to: its aliases followed first,
+        one after another, to a label that is no alias; else the session with the label
+        itself; else None. An alias wins over a session with the same label: a merge
+        leaves the merged-away sessions in place, and their labels must lead to the
+        primary (seed 002: "non-primary sessions stop receiving new messages")."""
         if "\x00" in label:
             # No stored label can hold NUL (labels refuse control characters, and Postgres
             # text cannot hold it at all); asking the database would fail, not miss.
             return None
-        direct = self.get_by_label(label)
-        if direct is not None:
-            return direct
-        target = self._conn.execute(
-            select(aliases.c.session_label).where(aliases.c.alias == label)
-        ).scalar_one_or_none()
-        return None if target is None else self.get_by_label(target)
+        # One statement in the common case: the session with this label, and whether the
+        # label is also an alias (which then wins).
+        onward = select(aliases.c.session_label).where(aliases.c.alias == label).scalar_subquery()
+        row = self._conn.execute(
+            select(onward.label("onward"), *columns_for(sessions, SessionRecord)).where(
+                sessions.c.label == label
+            )
+        ).one_or_none()
+        if row is None:
+            target = self._alias_target(label)
+            if target is None:
+                return None
+        elif row.onward is None:
+            fields = dict(row._mapping)
+            del fields["onward"]
+            return SessionRecord.model_validate(fields)
+        else:
+            target = row.onward
+        return self.get_by_label(self.final_label(target))
+
+    def final_label(self, label: str) -> str:
+        """Where `label`'s aliases lead: the first label on the way that is no alias."""
+        return self._alias_chain(label)[-1]
+
+    def _alias_chain(self, label: str) -> list[str]:
+        """`label`, then each alias target in turn, ending with a label that is no alias."""
+        chain = [label]
+        while (target := self._alias_target(chain[-1])) is not None:
+            if target in chain or len(chain) > MAX_ALIAS_HOPS:
+                # Alias writes refuse circles; only a hand-edited ledger gets here.
+                raise LedgerConflict(f"the aliases of {label!r} lead in a circle: {chain}")
+            chain.append(target)
+        return chain
 
     def headed_by(self, turn_id: str) -> SessionRecord | None:
         """The oldest session whose head is `turn_id` (several may be, after forks)."""
@@ -211,14 +246,36 @@ class SessionRepository:
         return self.create(new, thread_id=turn_id, reason="fork")
 
     def add_alias(self, alias: str, session_label: str, *, reason: str) -> bool:
-        """Make `alias` resolve to `session_label`; False if the alias existed already."""
-        if self.get_by_label(session_label) is None:
-            raise NotFound(f"no session labelled {session_label!r}")
+        """Make `alias` resolve to `session_label`; False if the alias existed already.
+        Refused when `session_label`'s own aliases lead back to `alias` (a circle)."""
+        self._check_alias(alias, session_label)
         statement = upsert_insert(self._conn, aliases).values(
             alias=alias, session_label=session_label, created_at=self._clock(), reason=reason
         )
         result = self._conn.execute(statement.on_conflict_do_nothing(index_elements=["alias"]))
         return bool(result.rowcount)
+
+    def repoint_alias(self, alias: str, session_label: str, *, reason: str) -> bool:
+        """Make the existing `alias` resolve to `session_label` instead; False if there is
+        no such alias or it points there already. Refuses circles, as add_alias does."""
+        self._check_alias(alias, session_label)
+        result = self._conn.execute(
+            update(aliases)
+            .where(aliases.c.alias == alias, aliases.c.session_label != session_label)
+            .values(session_label=session_label, created_at=self._clock(), reason=reason)
+        )
+        return bool(result.rowcount)
+
+    def _check_alias(self, alias: str, session_label: str) -> None:
+        # Alias writers take turns, so two of them cannot each close half of a circle that
+        # neither sees (a → b and b → a, committed at once).
+        serialize(self._conn, ALIAS_WRITERS)
+        if self.get_by_label(session_label) is None:
+            raise NotFound(f"no session labelled {session_label!r}")
+        if alias in self._alias_chain(session_label):
+            raise LedgerConflict(
+                f"{alias!r} → {session_label!r} would make aliases lead in a circle"
+            )
 
     def history(self, session_id: str) -> list[tuple[str | None, str | None, int, str]]:
         """Pointer moves, oldest first: (previous head, new head, epoch, reason)."""

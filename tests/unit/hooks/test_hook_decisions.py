@@ -9,9 +9,10 @@ from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit, record
 from nexus.hooks.cron import MAX_CATCH_UP_MINUTES, MINUTE_MS, cron_matches, minutes_to_tick
 from nexus.hooks.evaluator import evaluate_all
 from nexus.hooks.loader import LoadedHook
+from nexus.hooks.settle import Settled, merged_state, settle
 from nexus.hooks.spec import HookContext, HookMeta, HookResult
 from nexus.ledger.enums import BreakerState
-from nexus.ledger.records import EventRecord
+from nexus.ledger.records import EventRecord, HookRecord
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z
 
@@ -126,3 +127,46 @@ def test_a_hook_that_raises_or_returns_nonsense_is_an_error_not_a_crash() -> Non
     )
     assert raised.error == "KeyError: 'oops'" and not raised.fired
     assert nonsense.error is not None and "not HookResult" in nonsense.error
+
+
+def _row(**changes: Any) -> HookRecord:
+    values: dict[str, Any] = {
+        "name": "h", "path": "h.py", "description": "", "mode": "persistent",
+        "schedule": None, "enabled": True, "content_hash": None, "breaker_state": "closed",
+        "consecutive_errors": 0, "opened_at": None, "state": {}, "last_fired_at": None,
+    }  # fmt: skip
+    return HookRecord.model_validate({**values, **changes})
+
+
+def _settle(now: HookRecord, **call: Any) -> Settled:
+    given: dict[str, Any] = {
+        "state_before": {}, "state_after": {}, "ok": True, "fired": False,
+        "one_shot": False, "disable": False, "now_ms": T0,
+    }  # fmt: skip
+    return settle(now, **{**given, **call})
+
+
+def test_settling_counts_errors_from_the_row_as_it_is_now() -> None:
+    # Four other calls failed while this one ran: this failure is the fifth and opens it.
+    settled = _settle(_row(consecutive_errors=4), ok=False)
+    assert settled.breaker == Breaker(BreakerState.OPEN, 5, T0)
+    cooled = _row(breaker_state="open", consecutive_errors=5, opened_at=T0 - COOL_DOWN_MS)
+    assert _settle(cooled, ok=True).breaker == Breaker()  # the half-open trial succeeded
+
+
+def test_a_hook_switched_off_while_it_ran_stays_off_and_does_not_fire() -> None:
+    assert _settle(_row(), fired=True) == Settled(Breaker(), {}, enabled=True, fires=True)
+    spent = _settle(_row(enabled=False), fired=True, one_shot=True)
+    assert (spent.enabled, spent.fires) == (False, False)
+    first = _settle(_row(), fired=True, one_shot=True)
+    assert (first.enabled, first.fires) == (False, True)
+    assert _settle(_row(), disable=True).enabled is False
+
+
+def test_state_changes_apply_key_by_key_over_what_others_wrote() -> None:
+    assert merged_state({"a": 1, "b": 2}, {"a": 5, "c": 3}, {"a": 1, "b": 2, "d": 4}) == {
+        "a": 5,
+        "c": 3,
+        "d": 4,
+    }
+    assert merged_state({}, {}, {"kept": True}) == {"kept": True}
