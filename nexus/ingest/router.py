@@ -65,16 +65,12 @@ def principal_for(uow: UnitOfWork, event: EventRecord) -> Principal:
     """The canonical entity behind the event's sender (seed 002's progressive identity)."""
     if event.sender_id is None:
         return Principal(type="unknown")
-    entity_id = uow.ledger.identity.contact_entity(event.platform, event.sender_id)
-    if entity_id is None:
-        return Principal(type="unknown")
-    root = uow.ledger.identity.canonical_entity(entity_id)
-    entity = uow.ledger.identity.get_entity(root)
-    if entity is None:  # pragma: no cover - canonical_entity only returns stored ids
+    entity = uow.ledger.identity.sender_entity(event.platform, event.sender_id)
+    if entity is None:
         return Principal(type="unknown")
     return Principal(
         type="owner" if entity.is_owner else "known",
-        entity_id=root,
+        entity_id=entity.id,
         tags=frozenset(entity.tags),
     )
 
@@ -154,9 +150,12 @@ def route_waiting(
             continue
         session = by_key.get(decision.session_key)
         if session is None:
+            # The persona is looked up only for a session that does not exist yet.
+            session = uow.ledger.sessions.resolve(decision.session_key)
+        if session is None:
             if decision.persona not in personas:
                 personas[decision.persona] = uow.ledger.agents.ensure(decision.persona).id
-            session = by_key[decision.session_key] = uow.ledger.sessions.ensure(
+            session = uow.ledger.sessions.ensure(
                 NewSession(
                     label=decision.session_key,
                     persona_id=personas[decision.persona],
@@ -165,6 +164,7 @@ def route_waiting(
                     source_event_id=event.id,
                 )
             )
+        by_key[decision.session_key] = session
         mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
         plan.setdefault(session.id, []).append((event, mode))
         outcomes.append((event.id, QUEUED, f"session {session.label}"))

@@ -185,3 +185,19 @@ def test_relay_rings_what_is_still_owed(database: Database, clock: FakeClock) ->
     assert doorbell.events == ["telegram:2"]  # routed events are not re-rung
     assert len(doorbell.sessions) == 1
     assert (counts.events, counts.sessions) == (1, 1)
+
+
+def test_a_sender_is_its_canonical_entity_through_merges(database: Database) -> None:
+    doorbell = RecordingDoorbell()
+    _arrive(database, _message("sms:1", "sms", "+15550001111"), doorbell)
+    with database.unit_of_work() as uow:
+        own = uow.ledger.identity.sender_entity("sms", "+15550001111")
+        assert own is not None and own.merged_into is None
+        for name in ("ent_person", "ent_household"):
+            uow.ledger.identity.create_entity(name, kind="person", name=name)
+        merge_entities(uow, into="ent_person", merged=[own.id], doorbell=doorbell)
+        merge_entities(uow, into="ent_household", merged=["ent_person"], doorbell=doorbell)
+        merged = uow.ledger.identity.sender_entity("sms", "+15550001111")
+        stranger = uow.ledger.identity.sender_entity("sms", "+15559999999")
+    assert merged is not None and merged.id == "ent_household"
+    assert stranger is None

@@ -91,6 +91,21 @@ class IdentityRepository:
             )
         ).scalar_one_or_none()
 
+    def sender_entity(self, platform: str, sender_id: str) -> EntityRecord | None:
+        """The canonical entity behind a sender: the contact's entity, read with it in one
+        statement, then followed through merges when it was merged away (rare)."""
+        row = self._conn.execute(
+            select(*columns_for(entities, EntityRecord))
+            .select_from(contacts.join(entities, entities.c.id == contacts.c.entity_id))
+            .where(contacts.c.platform == platform, contacts.c.sender_id == sender_id)
+        ).one_or_none()
+        if row is None:
+            return None
+        entity = to_record(EntityRecord, row)
+        if entity.merged_into is None:
+            return entity
+        return self.get_entity(self.canonical_entity(entity.merged_into))
+
     def canonical_entity(self, entity_id: str) -> str:
         """Follow merged_into to the root entity (union-find without path compression)."""
         current = entity_id
