@@ -274,7 +274,8 @@ class CompactionRecord(Record):
 
 
 class ContextRead(Record):
-    """What context assembly needs: the latest summary and the turns after it, oldest first.
+    """What context assembly needs: the latest summary and the turns after it, oldest first,
+    each with its messages (its `tool_calls` rows are not read: the messages hold them).
 
     `rows_read` counts the rows the read fetched, so callers and tests can see that the cost
     depends on the turns since the last compaction, not on the depth.

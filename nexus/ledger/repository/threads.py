@@ -120,7 +120,9 @@ class ThreadRepository:
         the path from the head back to where the context starts, and the messages and tool
         calls of the turns on it.
         Older compaction turns inside the kept range are skipped: the newest summary already
-        covers them.
+        covers them. The turns come with their messages only: a tool call and its result are
+        messages too (what the model is shown); the `tool_calls` rows, kept for audit and
+        the API (`get_turn`, `read_ancestry`), are not read here.
 
         `known`, a context this process read before, is extended instead of read again when
         the head descends from it under the same compaction: turns never change once
@@ -148,7 +150,8 @@ class ThreadRepository:
                 head.thread.turn_id, stop_at=None, skip_compactions=False, floor=known.head.depth
             )
             if path and path[0].id == known.head.turn_id:
-                added = self._with_rows([t for t in path[1:] if t.turn_type == TurnType.NORMAL])
+                normal = [t for t in path[1:] if t.turn_type == TurnType.NORMAL]
+                added = self._with_rows(normal, tool_calls=False)
                 rows = 1 + len(added) + sum(len(v.messages) + len(v.tool_calls) for v in added)
                 return ContextRead(
                     head=head.thread,
@@ -160,7 +163,12 @@ class ThreadRepository:
         stop_at = head.thread.anchor_turn_id
         if head.compaction is not None and head.compaction.first_kept_turn_id is not None:
             stop_at = head.compaction.first_kept_turn_id
-        views = self._walk(head.thread.turn_id, stop_at=stop_at, skip_compactions=True)
+        views = self._with_rows(
+            self._turns_on_path(
+                head.thread.turn_id, stop_at=stop_at, skip_compactions=True, floor=None
+            ),
+            tool_calls=False,
+        )
         rows = 1 + (head.compaction is not None) + len(views)
         rows += sum(len(view.messages) + len(view.tool_calls) for view in views)
         return ContextRead(
@@ -216,8 +224,8 @@ class ThreadRepository:
         params = {"head": head_turn_id, "stop": stop_at, "floor": floor}
         return [to_record(TurnRecord, row) for row in self._conn.execute(walk, params)]
 
-    def _with_rows(self, records: list[TurnRecord]) -> list[TurnView]:
-        """The turns with their messages and tool calls: index lookups by the turns' ids."""
+    def _with_rows(self, records: list[TurnRecord], *, tool_calls: bool = True) -> list[TurnView]:
+        """The turns with their messages (and tool calls): index lookups by the turns' ids."""
         if not records:
             return []
         postgres = self._conn.dialect.name == "postgresql"
@@ -226,7 +234,7 @@ class ThreadRepository:
         for row in self._rows_of_turns(_MESSAGES_OF[postgres], ids):
             by_turn_messages[row.turn_id].append(to_record(MessageRecord, row))
         by_turn_calls: dict[str, list[ToolCallRecord]] = defaultdict(list)
-        for row in self._rows_of_turns(_TOOL_CALLS_OF[postgres], ids):
+        for row in self._rows_of_turns(_TOOL_CALLS_OF[postgres], ids) if tool_calls else ():
             by_turn_calls[row.turn_id].append(to_record(ToolCallRecord, row))
         return [
             TurnView(
