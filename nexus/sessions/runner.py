@@ -244,9 +244,8 @@ class SessionRunner:
             return ("idle",)
         if isinstance(plan, WaitUntil):
             return ("waiting",)
-        epoch = uow.ledger.sessions.claim(session_id)
-        claimed = uow.ledger.queue.claim_ids(
-            [item.id for item in plan.items], epoch=epoch, lease_ms=self._claim_lease_ms()
+        epoch, claimed = uow.ledger.queue.claim_for_run(
+            session_id, [item.id for item in plan.items], lease_ms=self._claim_lease_ms()
         )
         events = {item.event_id: event for item, event in found if item.event_id}
         dropped = [(item, event) for item, event in found if item.status == QueueStatus.DROPPED]

@@ -147,3 +147,30 @@ def test_for_session_lists_in_queue_order_with_filters(database: Database) -> No
         waiting = uow.ledger.queue.for_session(session.id, statuses=[QueueStatus.QUEUED])
     assert [i.id for i in everything] == [a, b]
     assert [i.id for i in waiting] == [b]
+
+
+def test_a_run_claims_its_items_under_a_new_epoch(database: Database) -> None:
+    from nexus.ledger.repository import NotFound
+
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        ids = [
+            uow.ledger.queue.enqueue(
+                NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE, payload={"n": n})
+            )[0]
+            for n in range(3)
+        ]
+        before = uow.ledger.sessions.get(session.id)
+        epoch, claimed = uow.ledger.queue.claim_for_run(
+            session.id, [ids[2], ids[0]], lease_ms=1_000
+        )
+        # Taken already: nothing is claimed, and the epoch still moves on (a new run).
+        again, none = uow.ledger.queue.claim_for_run(session.id, [ids[0]], lease_ms=1_000)
+        after = uow.ledger.sessions.get(session.id)
+        with pytest.raises(NotFound):
+            uow.ledger.queue.claim_for_run("01NOSUCHSESSION00000000000", [ids[1]], lease_ms=1)
+    assert before is not None and after is not None
+    assert epoch == before.epoch + 1 and again == epoch + 1 == after.epoch
+    assert [item.id for item in claimed] == [ids[2], ids[0]]  # in the order asked
+    assert all(i.status == QueueStatus.CLAIMED and i.claimed_epoch == epoch for i in claimed)
+    assert all(item.attempts == 1 for item in claimed) and none == []

@@ -5,16 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, func, select, update
+from sqlalchemy import Connection, Select, String, any_, bindparam, cast, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
-from nexus.ledger.models import Event, QueueItem, table_of
+from nexus.ledger.models import Event, QueueItem, Session, table_of
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository.errors import NotFound
 
 queue_items = table_of(QueueItem)
 events = table_of(Event)
+sessions = table_of(Session)
 
 _FINAL = {
     QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},
@@ -107,6 +110,40 @@ class QueueRepository:
         ).all()
         order = {item_id: index for index, item_id in enumerate(item_ids)}
         return sorted((to_record(QueueItemRecord, r) for r in rows), key=lambda r: order[r.id])
+
+    def claim_for_run(
+        self, session_id: str, item_ids: Sequence[str], *, lease_ms: int
+    ) -> tuple[int, list[QueueItemRecord]]:
+        """Start a run's turn: bump the session's fencing epoch and claim exactly these queued
+        items under it. Returns the epoch and the items claimed (in the given order). One
+        statement on Postgres (the epoch bump as a data-modifying CTE); two on SQLite."""
+        if self._conn.dialect.name != "postgresql":
+            epoch = self._conn.execute(
+                _BUMP_EPOCH, {"run_session": session_id}
+            ).scalar_one_or_none()
+            if epoch is None:
+                raise NotFound(f"no session with id {session_id!r}")
+            return int(epoch), self.claim_ids(item_ids, epoch=int(epoch), lease_ms=lease_ms)
+        now = self._clock()
+        rows = self._conn.execute(
+            _CLAIM_FOR_RUN,
+            {
+                "run_session": session_id,
+                "run_items": list(item_ids),
+                "run_expires_at": now + lease_ms,
+                "run_now": now,
+            },
+        ).all()
+        if not rows:  # nothing claimed (taken meanwhile): the epoch moved on all the same
+            epoch = self._conn.execute(
+                select(sessions.c.epoch).where(sessions.c.id == session_id)
+            ).scalar_one_or_none()
+            if epoch is None:
+                raise NotFound(f"no session with id {session_id!r}")
+            return int(epoch), []
+        order = {item_id: index for index, item_id in enumerate(item_ids)}
+        found = [to_record(QueueItemRecord, row) for row in rows]
+        return int(rows[0].claimed_epoch), sorted(found, key=lambda item: order[item.id])
 
     def release(self, item_ids: Sequence[str], *, epoch: int, retry_at: int | None = None) -> int:
         """Hand claimed items back to the queue (a preempted or failed run), optionally not
@@ -367,4 +404,29 @@ _OPEN_FOR_RUN = (
         )
     )
     .order_by(queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)
+)
+
+_BUMP_EPOCH = (
+    update(sessions)
+    .where(sessions.c.id == bindparam("run_session"))
+    .values(epoch=sessions.c.epoch + 1)
+    .returning(sessions.c.epoch)
+)
+_bumped = _BUMP_EPOCH.returning(sessions.c.id).cte("bumped")
+_CLAIM_FOR_RUN = (
+    update(queue_items)
+    .where(
+        queue_items.c.id == any_(cast(bindparam("run_items", type_=ARRAY(String)), ARRAY(String)))
+    )
+    .where(queue_items.c.status == QueueStatus.QUEUED)
+    # Only the bumped session's items: none when the session is not there.
+    .where(queue_items.c.session_id == select(_bumped.c.id).scalar_subquery())
+    .values(
+        status=QueueStatus.CLAIMED,
+        claimed_epoch=select(_bumped.c.epoch).scalar_subquery(),
+        claim_expires_at=bindparam("run_expires_at"),
+        attempts=queue_items.c.attempts + 1,
+        updated_at=bindparam("run_now"),
+    )
+    .returning(*columns_for(queue_items, QueueItemRecord))
 )
