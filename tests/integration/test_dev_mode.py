@@ -3,6 +3,7 @@ and the README's run command, followed literally in a fresh copy of the tree."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -121,6 +122,14 @@ def test_following_the_readme_runs_nexus_and_it_answers(tmp_path: Path) -> None:
     port = free_port()
     # The virtualenv this suite runs in stands in for the one the script would create, so
     # the test does not spend minutes installing (the script checks it is up to date).
+    # Were it out of date, the script would install the clone into it, and the suite's
+    # virtualenv would point at a folder that is gone when this test ends: refuse instead.
+    stamp = Path(sys.prefix) / ".nexus-installed-dev"
+    wanted = hashlib.sha256((clone / "pyproject.toml").read_bytes()).hexdigest()
+    assert stamp.exists() and stamp.read_text().strip() == wanted, (
+        f"{sys.prefix} was not installed from this pyproject.toml: run ./scripts/test, "
+        "which reinstalls it, rather than pytest on its own"
+    )
     environment = {**_clean_environment(port), "NEXUS_VENV": sys.prefix}
     with _running(["bash", "-c", f"{command} --port {port}"], clone, environment):
         answer = _nexus(tmp_path, environment, "send", "main", "hi from the README", "--wait")
