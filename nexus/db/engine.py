@@ -83,6 +83,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
+        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return  # a read-only unit of work: each statement on its own, no write lock
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
@@ -167,6 +169,12 @@ class Database:
         from nexus.db.unit_of_work import UnitOfWork
 
         return UnitOfWork(self)
+
+    def reading(self) -> UnitOfWork:
+        """A unit of work for reads alone: no transaction (see UnitOfWork), no commit."""
+        from nexus.db.unit_of_work import UnitOfWork
+
+        return UnitOfWork(self, read_only=True)
 
     def dispose(self) -> None:
         """Drop pooled connections; a forked child must not reuse its parent's sockets."""

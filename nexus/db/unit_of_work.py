@@ -25,8 +25,9 @@ class UnitOfWork:
     roll back (DESIGN §1 rule 2).
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, read_only: bool = False) -> None:
         self._database = database
+        self._read_only = read_only
         self._connection: Connection | None = None
         self._transaction: RootTransaction | None = None
         self._callbacks: list[Callable[[], None]] = []
@@ -34,7 +35,14 @@ class UnitOfWork:
 
     def __enter__(self) -> UnitOfWork:
         self._connection = self._database.engine.connect()
-        self._transaction = self._connection.begin()
+        if self._read_only:
+            # Each read its own statement, no transaction around them: no BEGIN and ROLLBACK
+            # round trips on Postgres (where READ COMMITTED gives each statement its own
+            # snapshot anyway), and no write lock taken on SQLite (whose transactions all
+            # begin IMMEDIATE). For reads that need no snapshot across statements.
+            self._connection.execution_options(isolation_level="AUTOCOMMIT")
+        else:
+            self._transaction = self._connection.begin()
         self._ledger = Ledger(self._connection, clock=self._database.clock)
         return self
 
@@ -72,6 +80,8 @@ class UnitOfWork:
         self._callbacks.append(callback)
 
     def commit(self) -> None:
+        if self._read_only:
+            raise RuntimeError("a read-only unit of work writes nothing and has nothing to commit")
         if self._transaction is None:
             raise RuntimeError("the unit of work is not open: use it in a `with` block")
         self._transaction.commit()

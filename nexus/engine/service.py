@@ -106,7 +106,7 @@ class Engine:
     def snapshot(self, session_id: str) -> Snapshot:
         """The session, its persona and capabilities, and its context: one round trip, then
         only the turns this process has not read yet (see ContextCache)."""
-        with self.database.unit_of_work() as uow:
+        with self.database.reading() as uow:
             read = uow.ledger.snapshots.read(session_id, known=self.contexts.get(session_id))
         self.contexts.put(session_id, read.context)
         context = read.context

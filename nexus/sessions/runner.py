@@ -185,7 +185,7 @@ class SessionRunner:
         """After release, so a ring that found the lease held is never lost (the enqueuer
         committed before ringing; this check runs after it). With `take_now`, work that is
         due now is not rung but reported (True), for the caller to run itself."""
-        with self.database.unit_of_work() as uow:
+        with self.database.reading() as uow:
             queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
         if not queued:
             return False
