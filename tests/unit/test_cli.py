@@ -157,3 +157,36 @@ def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
     refused = runner.invoke(app, ["merge", second, "--into", first])
     assert refused.exit_code == 1
     assert "already the same person" in refused.output
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "reached"),
+    [
+        ("127.0.0.1", 8000, "http://127.0.0.1:8000"),
+        ("127.0.0.1", 9123, "http://127.0.0.1:9123"),
+        ("0.0.0.0", 9124, "http://127.0.0.1:9124"),  # listening everywhere, reached on loopback
+    ],
+    ids=["default", "other-port", "all-interfaces"],
+)
+def test_the_dev_banner_commands_reach_the_server_it_started(
+    monkeypatch: pytest.MonkeyPatch, host: str, port: int, reached: str
+) -> None:
+    """The `nexus send` line the banner suggests, typed as printed into a shell with no
+    Nexus settings, talks to the API that `nexus dev --host/--port` serves."""
+    import shlex
+
+    from nexus.cli.dev import banner
+    from nexus.settings import Settings
+
+    monkeypatch.delenv("NEXUS_API_URL", raising=False)
+    lines = [line.strip() for line in banner(Settings(), host=host, port=port)]
+    commands = [shlex.split(line) for line in lines if "nexus send" in line]
+    assert commands
+    for words in commands:
+        assignments = dict(w.split("=", 1) for w in words[: words.index("nexus")])
+        with monkeypatch.context() as shell:
+            for name, value in assignments.items():
+                shell.setenv(name, value)
+            assert Settings().api_url.rstrip("/") == reached, words
+    [curl] = [line for line in lines if line.startswith("curl")]
+    assert f"{reached}/v1/sessions/main/stream" in curl
