@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import inspect
@@ -125,38 +127,87 @@ def test_the_installed_entry_point_runs() -> None:
     assert completed.stdout.strip() == "0.1.0"
 
 
-def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
+@contextmanager
+def _served(app: Any) -> Iterator[str]:
+    """`app` on a real loopback server, as `nexus dev` serves it; yields its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from tests.support import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nexus merge` asks the running Nexus, so the merge notice is rung by the server's
+    own doorbell at once (in `nexus dev`, the embedded worker's broker), not found by the
+    relay a timer tick later."""
     from nexus.access.policy import load_policies
+    from nexus.api.app import create_app
+    from nexus.bootstrap import bootstrap
     from nexus.db import Database
     from nexus.doorbell import RecordingDoorbell
     from nexus.event import Author, Container, NexusEvent
     from nexus.ingest.router import process_event
     from nexus.ingest.service import ingest
+    from nexus.settings import Settings
 
     runner.invoke(app, ["db", "upgrade"])
     database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    doorbell = RecordingDoorbell()
     with database.unit_of_work() as uow:
         for sender in ("+1", "+2"):
             event = NexusEvent(id=f"sms:{sender}", adapter="sms", platform="sms",
                                sender=Author(id=sender), container=Container(kind="dm", id=sender),
                                text="hi", occurred_at=0)  # fmt: skip
-            ingest(uow, [event], doorbell)
-            process_event(uow, event.id, load_policies(None), doorbell)
+            ingest(uow, [event], RecordingDoorbell())
+            process_event(uow, event.id, load_policies(None), RecordingDoorbell())
         first = uow.ledger.identity.contact_entity("sms", "+1")
         second = uow.ledger.identity.contact_entity("sms", "+2")
         uow.commit()
-    database.dispose()
     assert first is not None and second is not None
-
-    result = runner.invoke(app, ["merge", second, "--into", first])
-    assert result.exit_code == 0, result.output
-    # Neither session has turns, so the tie goes to the latest activity: the second's.
-    assert f"primary session: dm:{second}" in result.output
-    assert f"alias dm:{first} -> dm:{second}" in result.output
-    refused = runner.invoke(app, ["merge", second, "--into", first])
-    assert refused.exit_code == 1
-    assert "already the same person" in refused.output
+    rung = RecordingDoorbell()
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=rung)
+    try:
+        with _served(create_app(graph)) as url:
+            monkeypatch.setenv("NEXUS_API_URL", url)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            get_settings.cache_clear()
+            result = runner.invoke(app, ["merge", second, "--into", first])
+            assert result.exit_code == 0, result.output
+            # Neither session has turns, so the tie goes to the latest activity: the second's.
+            assert f"primary session: dm:{second}" in result.output
+            assert f"alias dm:{first} -> dm:{second}" in result.output
+            with database.unit_of_work() as uow:
+                primary = uow.ledger.sessions.get_by_label(f"dm:{second}")
+                assert primary is not None
+                [notice] = [
+                    item
+                    for item in uow.ledger.queue.for_session(primary.id)
+                    if item.payload.get("kind") == "identity_merge"
+                ]
+            assert rung.sessions == [primary.id]  # the server rang it, at once
+            assert notice.status.value == "queued"
+            refused = runner.invoke(app, ["merge", second, "--into", first])
+            assert refused.exit_code == 1
+            assert "already the same person" in refused.output
+    finally:
+        database.dispose()
 
 
 @pytest.mark.parametrize(
