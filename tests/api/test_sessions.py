@@ -126,6 +126,24 @@ def test_the_tree_endpoint_shows_turns_and_forks(database: Database, clock: Fake
     assert client.get("/v1/sessions/dm:nobody/tree", headers=AUTH).status_code == 404
 
 
+def test_the_tree_shows_a_compaction_with_its_summary_first_line(
+    database: Database, clock: FakeClock
+) -> None:
+    rig = build_rig(database, clock)  # the offline model, as in `nexus dev`
+    session = rig.session("dm:ent_sum")
+    rig.say(session.id, "the invoice is due Friday")
+    compaction = rig.say(session.id, "/compact").compactions[0]
+    app = create_app(
+        bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    )
+    tree = TestClient(app).get("/v1/sessions/dm:ent_sum/tree", headers=AUTH).json()
+    normal, compacted = tree["turns"]
+    assert (normal["type"], normal["summary"]) == ("normal", None)
+    assert compacted["type"] == "compaction" and compacted["id"] == compaction.turn_id
+    assert compacted["summary"] == (compaction.summary or "").splitlines()[0]
+    assert "the invoice is due Friday" in compacted["summary"]
+
+
 def test_nul_in_content_persona_or_label_is_a_clean_client_error(database: Database) -> None:
     # Postgres text cannot hold NUL: these were 500s (a ValueError from the driver).
     client = TestClient(
