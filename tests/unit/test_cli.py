@@ -241,3 +241,58 @@ def test_the_dev_banner_commands_reach_the_server_it_started(
             assert Settings().api_url.rstrip("/") == reached, words
     [curl] = [line for line in lines if line.startswith("curl")]
     assert f"{reached}/v1/sessions/main/stream" in curl
+
+
+def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nexus compact` queues through the API; the server's own session runner and model
+    carry it out. The shell's ledger and model settings are never used (here they point
+    at nothing that exists)."""
+    from nexus.api.app import create_app
+    from nexus.bootstrap import bootstrap
+    from nexus.db import Database
+    from nexus.db.migrate import upgrade
+    from nexus.queueing.coordination import InProcessCoordination
+    from nexus.sessions.runner import SessionRunner
+    from nexus.settings import Settings
+    from tests.contract.engine_support import build_rig
+    from tests.support import FakeClock, RunOnRing
+
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    upgrade(url)
+    clock = FakeClock()
+    database = Database(url, clock=clock)
+    rig = build_rig(database, clock)
+    session = rig.session("dm:ent_compact")
+    rig.say(session.id, "the invoice is due Friday")
+    ring = RunOnRing()
+    ring.runner = SessionRunner(
+        database=database,
+        engine=rig.engine,
+        coordination=InProcessCoordination(),
+        doorbell=ring,
+        clock=clock,
+    )
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=ring)
+    try:
+        with _served(create_app(graph)) as served:
+            monkeypatch.setenv("NEXUS_API_URL", served)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            monkeypatch.setenv("NEXUS_DATABASE_URL", f"sqlite:///{tmp_path}/missing/none.db")
+            monkeypatch.setenv("NEXUS_MODEL", "claude-from-the-shell")
+            get_settings.cache_clear()
+            result = runner.invoke(app, ["compact", "dm:ent_compact", "keep dates"])
+        assert result.exit_code == 0, result.output
+        assert ring.reports == ["done"]  # the server's runner took it when rung
+        with database.unit_of_work() as uow:
+            head = uow.ledger.sessions.get(session.id)
+            assert head is not None and head.thread_id is not None
+            view = uow.ledger.threads.get_turn(head.thread_id)
+        assert view is not None and view.turn.turn_type == "compaction"
+        assert f"compacted into {view.turn.id}" in result.output
+        assert view.turn.model == "scripted"  # the server's model, not the shell's
+        assert "keep dates" in rig.model.requests[-1].system
+        assert not (tmp_path / "missing").exists()
+    finally:
+        database.dispose()
