@@ -29,6 +29,7 @@ from nexus.api.schemas.sessions import (
 )
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
+from nexus.engine.stream import QUEUE_ITEM_DROPPED
 from nexus.ingest.direct import request_compaction, send_to_session
 from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
@@ -237,7 +238,9 @@ def queue(label: str, database: DatabaseDep, open_only: bool = False) -> QueueVi
 
 
 @router.delete("/{label:path}/queue/{item_id}")
-def cancel(label: str, item_id: str, database: DatabaseDep) -> QueueItemView:
+def cancel(
+    label: str, item_id: str, database: DatabaseDep, coordination: CoordinationDep
+) -> QueueItemView:
     """Cancel a waiting item; one a run has claimed (or that is settled) is 409."""
     session = _session(database, label)
     with database.unit_of_work() as uow:
@@ -256,6 +259,11 @@ def cancel(label: str, item_id: str, database: DatabaseDep) -> QueueItemView:
         cancelled = uow.ledger.queue.get(item_id)
         uow.commit()
     assert cancelled is not None
+    coordination.publish(  # after the commit: the stream reports what is decided
+        session.id,
+        QUEUE_ITEM_DROPPED,
+        {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"},
+    )
     return QueueItemView.of(cancelled)
 
 

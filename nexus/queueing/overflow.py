@@ -3,6 +3,8 @@ record the notice its sender is owed (an outbound event the delivery layer sends
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from nexus.db import UnitOfWork
 from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import EventDraft, EventRecord, QueueItemRecord
@@ -13,13 +15,21 @@ SUMMARY_PENDING = "; summary pending"
 _PREVIEW = 80
 
 
-def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> int:
-    """Returns how many items were dropped. The caller holds the session's lock
-    (`sessions.lock`), so routers count the queue one at a time."""
+@dataclass(frozen=True)
+class Overflow:
+    """What a cap check dropped (nothing, usually) and why."""
+
+    item_ids: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> Overflow:
+    """Drop what is over the cap; returns what was dropped. The caller holds the session's
+    lock (`sessions.lock`), so routers count the queue one at a time."""
     waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
     decision = over_cap(waiting, cap=cap, policy=policy)
     if not decision.dropped:
-        return 0
+        return Overflow()
     detail = f"queue cap {cap} reached (policy {policy})"
     if decision.one_notice:
         # One notice and one summary for the whole overflow, written when the session next
@@ -37,7 +47,7 @@ def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPol
             event = _event(uow, item)
             text = f"Your message was not answered because too many were waiting (limit {cap})."
             _notice(uow, f"notice:dropped:{item.id}", event, f"{text} It said: {_preview(event)}")
-    return len(decision.dropped)
+    return Overflow(tuple(item.id for item in decision.dropped), detail)
 
 
 def summarize_overflow(uow: UnitOfWork, session_id: str) -> str | None:

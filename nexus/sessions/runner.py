@@ -19,6 +19,7 @@ from nexus.db import Database
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.service import Engine, TurnOutcome
+from nexus.engine.stream import QUEUE_ITEM_DEAD, StreamEvent
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     OPEN_QUEUE_STATUSES,
@@ -327,6 +328,15 @@ class SessionRunner:
             if retry:
                 uow.ledger.queue.release(retry, epoch=epoch, retry_at=self.clock() + backoff)
             uow.commit()
+        if dead:
+            session_id = plan.items[0].session_id
+            reason = f"after {self.max_attempts} attempts: {cause}"
+            self.coordination.publish_many(
+                [
+                    StreamEvent(session_id, QUEUE_ITEM_DEAD, {"queue_item_id": i, "reason": reason})
+                    for i in dead
+                ]
+            )
         log.warning("turn_failed", items=len(plan.items), dead=len(dead), cause=cause)
         return "dead" if dead else "failed"
 
