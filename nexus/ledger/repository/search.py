@@ -64,25 +64,26 @@ class SearchHit(NamedTuple):
     turn_id: str
 
 
-# One term's newest matches, through the full-text index (the GIN expression index on
-# Postgres, FTS5 on SQLite), only in sessions a message may be routed to: active, not a
-# worker. `{n}` numbers the term; `recent_hits` joins one of these per term with UNION ALL.
+# One term's newest matches through the full-text index (the GIN expression index on
+# Postgres, FTS5 on SQLite), then the sessions a message may be routed to: active, not a
+# worker. The index read is bounded first and the session filter applied after it (it
+# drops, never adds, rows), so the planner cannot trade the index for a scan of every
+# message. `{n}` numbers the term; `recent_hits` joins one per term with UNION ALL.
 _POSTGRES_TERM = """
     SELECT * FROM (
-      SELECT CAST(:term_{n} AS text) AS term, th.session_id AS session_id, m.turn_id AS turn_id
-      FROM messages m
-      JOIN threads th ON th.turn_id = m.turn_id
+      SELECT CAST(:term_{n} AS text) AS term, th.session_id AS session_id,
+             hit.turn_id AS turn_id
+      FROM (SELECT m.id, m.turn_id FROM messages m
+            WHERE m.role IN ('user', 'assistant')
+              AND to_tsvector('english', coalesce(m.content->>'text', ''))
+                  @@ plainto_tsquery('english', :term_{n})
+            ORDER BY m.id DESC LIMIT :per_term) AS hit
+      JOIN threads th ON th.turn_id = hit.turn_id
       JOIN sessions s ON s.id = th.session_id
-      WHERE m.role IN ('user', 'assistant')
-        AND to_tsvector('english', coalesce(m.content->>'text', ''))
-            @@ plainto_tsquery('english', :term_{n})
-        AND s.status = 'active' AND NOT s.is_subagent
-      ORDER BY m.id DESC
-      LIMIT :per_term
+      WHERE s.status = 'active' AND NOT s.is_subagent
     ) AS term_{n}
 """
-# FTS5 rowids are the messages' rowids, so the newest matches come first without a sort;
-# the session filter is applied after the bounded read (it drops, never adds, rows).
+# FTS5 rowids are the messages' rowids, so the newest matches come first without a sort.
 _SQLITE_TERM = """
     SELECT * FROM (
       SELECT CAST(:term_{n} AS text) AS term, th.session_id AS session_id,
