@@ -48,6 +48,11 @@ def start_embedded(settings: Settings) -> tuple[Any, Embedded]:
     # and shares its coordination, so abort, steer and the live stream work.
     nexus = bootstrap_worker(settings)
     celery_app = nexus.celery
+    # The worker's pool threads find their graph through Celery's current app; without
+    # this they fall back to Celery's default app and build a second graph, with its own
+    # coordination: the API's router flag would never be lowered (an event arriving just
+    # after another waited for the timer's tick) and the live stream would stay silent.
+    celery_app.set_default()
     worker = WorkController(
         app=celery_app,
         hostname="nexus-dev@localhost",
@@ -86,7 +91,7 @@ def run_dev(settings: Settings, *, host: str, port: int, console: Console) -> No
     configure_logging(settings if chosen else settings.model_copy(update={"log_format": "console"}))
     api, embedded = start_embedded(settings)
     for line in banner(settings, host=host, port=port):
-        console.print(line)
+        console.print(line, soft_wrap=True)  # a command cut in two cannot be pasted
     try:
         uvicorn.run(api, host=host, port=port, log_level="warning", log_config=None)
     finally:
