@@ -29,9 +29,9 @@ from nexus.api.schemas.sessions import (
 )
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
-from nexus.engine.stream import QUEUE_ITEM_DROPPED
+from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED
 from nexus.ingest.direct import request_compaction, send_to_session
-from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
+from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
 from nexus.ledger.repository import LabelTaken, NotFound
 from nexus.queueing.coordination import Coordination
@@ -208,6 +208,11 @@ def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueue
         session = resolve(uow, label)
         item_id = request_compaction(uow, session, graph.doorbell, instructions=instructions)
         uow.commit()
+    graph.coordination.publish(  # after the commit, like every queue.item.* event
+        session.id,
+        QUEUE_ITEM_QUEUED,
+        {"queue_item_id": item_id, "event_id": None, "mode": QueueMode.QUEUE.value},
+    )
     return CompactQueued(status="queued", session=session.label, queue_item_id=item_id)
 
 

@@ -26,7 +26,15 @@ def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
     for text in ("alpha", "beta"):
         rig.say(session.id, text)
     doorbell = RecordingDoorbell()
-    app = create_app(bootstrap(Settings(api_tokens="tok"), database=database, doorbell=doorbell))
+    coordination = InProcessCoordination()
+    app = create_app(
+        bootstrap(
+            Settings(api_tokens="tok"),
+            database=database,
+            doorbell=doorbell,
+            coordination=coordination,
+        )
+    )
     client = TestClient(app)
     answer = client.post(
         "/v1/sessions/dm:ent_api/compact", json={"instructions": "keep names"}, headers=AUTH
@@ -34,6 +42,11 @@ def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
     assert answer.status_code == 202, answer.text
     queued = answer.json()
     assert queued["status"] == "queued" and queued["session"] == "dm:ent_api"
+    [announced] = coordination.read_stream(session.id, "0-0", block_ms=10)
+    assert (announced.type, announced.data["queue_item_id"]) == (
+        "queue.item.queued",
+        queued["queue_item_id"],
+    )
     # The API wrote no turn: it queued an item and rang the session.
     assert doorbell.sessions == [session.id]
     with database.unit_of_work() as uow:
