@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
@@ -207,12 +208,11 @@ def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueue
     with graph.database.unit_of_work() as uow:
         session = resolve(uow, label)
         item_id = request_compaction(uow, session, graph.doorbell, instructions=instructions)
+        announced = {"queue_item_id": item_id, "event_id": None, "mode": QueueMode.QUEUE.value}
+        uow.after_commit(
+            partial(graph.coordination.publish, session.id, QUEUE_ITEM_QUEUED, announced)
+        )
         uow.commit()
-    graph.coordination.publish(  # after the commit, like every queue.item.* event
-        session.id,
-        QUEUE_ITEM_QUEUED,
-        {"queue_item_id": item_id, "event_id": None, "mode": QueueMode.QUEUE.value},
-    )
     return CompactQueued(status="queued", session=session.label, queue_item_id=item_id)
 
 
@@ -262,13 +262,10 @@ def cancel(
         if not changed:
             raise ApiError(409, "conflict", f"item {item_id} is {item.status.value}, not waiting")
         cancelled = uow.ledger.queue.get(item_id)
+        dropped = {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"}
+        uow.after_commit(partial(coordination.publish, session.id, QUEUE_ITEM_DROPPED, dropped))
         uow.commit()
     assert cancelled is not None
-    coordination.publish(  # after the commit: the stream reports what is decided
-        session.id,
-        QUEUE_ITEM_DROPPED,
-        {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"},
-    )
     return QueueItemView.of(cancelled)
 
 

@@ -212,9 +212,9 @@ def _queue_many(
                 _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
     dropped = drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
     if arrivals is not None:
-        _announce(uow, arrivals, session.id, queued, dropped)
-        if abort:
+        if abort:  # first: a running turn stops sooner
             uow.after_commit(partial(arrivals.request_abort, session.id))
+        _announce(uow, arrivals, session.id, queued, dropped)
     return item_ids
 
 
@@ -311,8 +311,8 @@ def queue_into(
         if doorbell is not None:
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:
-            _announce(uow, arrivals, session.id, [(item_id, event, mode)], dropped)
             _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
+            _announce(uow, arrivals, session.id, [(item_id, event, mode)], dropped)
     return item_id, created
 
 

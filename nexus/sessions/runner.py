@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -327,16 +328,15 @@ class SessionRunner:
                 )
             if retry:
                 uow.ledger.queue.release(retry, epoch=epoch, retry_at=self.clock() + backoff)
-            uow.commit()
-        if dead:
-            session_id = plan.items[0].session_id
-            reason = f"after {self.max_attempts} attempts: {cause}"
-            self.coordination.publish_many(
-                [
+            if dead:
+                reason = f"after {self.max_attempts} attempts: {cause}"
+                session_id = plan.items[0].session_id
+                announced = [
                     StreamEvent(session_id, QUEUE_ITEM_DEAD, {"queue_item_id": i, "reason": reason})
                     for i in dead
                 ]
-            )
+                uow.after_commit(partial(self.coordination.publish_many, announced))
+            uow.commit()
         log.warning("turn_failed", items=len(plan.items), dead=len(dead), cause=cause)
         return "dead" if dead else "failed"
 
