@@ -148,7 +148,7 @@ class Settings(BaseSettings):
         if "://" not in value:
             raise ValueError(
                 f"NEXUS_DATABASE_URL must be a SQLAlchemy URL such as {DEFAULT_DATABASE_URL!r} "
-                "or 'postgresql://user@host/db', got {value!r}"
+                f"or 'postgresql://user@host/db', got {value!r}"
             )
         return value
 

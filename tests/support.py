@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from nexus.doorbell import RecordingDoorbell
 from nexus.ids import new_id
 from nexus.ledger.enums import CompactionTrigger, MessageRole, TurnStatus, TurnType
 from nexus.ledger.records import (
@@ -17,6 +19,9 @@ from nexus.ledger.records import (
     TurnDraft,
 )
 from nexus.ledger.repository import Ledger
+
+if TYPE_CHECKING:
+    from nexus.sessions.runner import SessionRunner
 
 
 @dataclass
@@ -155,3 +160,16 @@ def port_open(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+@dataclass
+class RunOnRing(RecordingDoorbell):
+    """A doorbell answered at once by another worker: each ring runs the session."""
+
+    runner: SessionRunner | None = None
+    reports: list[str] = field(default_factory=list)
+
+    def session_has_work(self, session_id: str) -> None:
+        super().session_has_work(session_id)
+        if self.runner is not None:
+            self.reports.append(self.runner.run(session_id).status)

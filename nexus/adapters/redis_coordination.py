@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -11,6 +12,7 @@ import redis
 from redis.exceptions import LockError
 
 from nexus.engine.query import QueryMessage
+from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.stream_log import START, STREAM_KEEP, STREAM_TTL_S, StreamEntry
 
@@ -90,13 +92,23 @@ class RedisCoordination:
         return any(json.loads(item).get("extends_answer") for item in waiting)
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        self.publish_many([StreamEvent(session_id, event_type, data)])
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
         # A Redis stream, not pub/sub: entries have ids and stay a while, so an SSE client
-        # that reconnects (to any API process) replays what it missed.
-        key = self._key("stream", session_id)
-        fields = {"type": event_type, "data": json.dumps(data, default=str)}
+        # that reconnects (to any API process) replays what it missed. One pipeline, one
+        # round trip, however many events (and sessions) it carries.
+        if not events:
+            return
         pipe = self._redis.pipeline(transaction=False)
-        pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)  # type: ignore[arg-type]
-        pipe.expire(key, STREAM_TTL_S)
+        keys: dict[str, None] = {}
+        for session_id, event_type, data in events:
+            key = self._key("stream", session_id)
+            keys[key] = None
+            fields = {"type": event_type, "data": json.dumps(data, default=str)}
+            pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)  # type: ignore[arg-type]
+        for key in keys:
+            pipe.expire(key, STREAM_TTL_S)
         pipe.execute()
 
     def stream_tail(self, session_id: str) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.ledger.enums import MessageRole
+from nexus.ledger.enums import MessageRole, TurnType
 from nexus.ledger.records import TurnView
 from nexus.ledger.repository import Ledger, NotFound
 
 _PREVIEW = 60
+_SUMMARY_LINE = 200
 
 
 def _first(view: TurnView, role: MessageRole) -> str | None:
@@ -17,6 +18,17 @@ def _first(view: TurnView, role: MessageRole) -> str | None:
         if message.role == role and message.content.get("text"):
             text = str(message.content["text"])
             return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+    return None
+
+
+def _summary_line(view: TurnView) -> str | None:
+    """A compaction turn's summary (its one system message), first line only."""
+    if view.turn.turn_type != TurnType.COMPACTION:
+        return None
+    for message in view.messages:
+        if message.role == MessageRole.SYSTEM and (text := str(message.content.get("text", ""))):
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            return first if len(first) <= _SUMMARY_LINE else first[: _SUMMARY_LINE - 1] + "…"
     return None
 
 
@@ -36,6 +48,7 @@ def session_tree(ledger: Ledger, label: str) -> dict[str, Any]:
                 "status": view.turn.status.value,
                 "query": _first(view, MessageRole.USER),
                 "answer": _first(view, MessageRole.ASSISTANT),
+                "summary": _summary_line(view),
                 "branches": [
                     {"kind": kind, "session": branch.label, "task": branch.task_description}
                     for turn_id, kind, branch in branches

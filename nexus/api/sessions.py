@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
@@ -29,8 +30,9 @@ from nexus.api.schemas.sessions import (
 )
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
+from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED
 from nexus.ingest.direct import request_compaction, send_to_session
-from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
+from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
 from nexus.ledger.repository import LabelTaken, NotFound
 from nexus.queueing.coordination import Coordination
@@ -206,6 +208,10 @@ def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueue
     with graph.database.unit_of_work() as uow:
         session = resolve(uow, label)
         item_id = request_compaction(uow, session, graph.doorbell, instructions=instructions)
+        announced = {"queue_item_id": item_id, "event_id": None, "mode": QueueMode.QUEUE.value}
+        uow.after_commit(
+            partial(graph.coordination.publish, session.id, QUEUE_ITEM_QUEUED, announced)
+        )
         uow.commit()
     return CompactQueued(status="queued", session=session.label, queue_item_id=item_id)
 
@@ -237,7 +243,9 @@ def queue(label: str, database: DatabaseDep, open_only: bool = False) -> QueueVi
 
 
 @router.delete("/{label:path}/queue/{item_id}")
-def cancel(label: str, item_id: str, database: DatabaseDep) -> QueueItemView:
+def cancel(
+    label: str, item_id: str, database: DatabaseDep, coordination: CoordinationDep
+) -> QueueItemView:
     """Cancel a waiting item; one a run has claimed (or that is settled) is 409."""
     session = _session(database, label)
     with database.unit_of_work() as uow:
@@ -254,6 +262,8 @@ def cancel(label: str, item_id: str, database: DatabaseDep) -> QueueItemView:
         if not changed:
             raise ApiError(409, "conflict", f"item {item_id} is {item.status.value}, not waiting")
         cancelled = uow.ledger.queue.get(item_id)
+        dropped = {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"}
+        uow.after_commit(partial(coordination.publish, session.id, QUEUE_ITEM_DROPPED, dropped))
         uow.commit()
     assert cancelled is not None
     return QueueItemView.of(cancelled)

@@ -154,27 +154,12 @@ def merge(
     entities: list[str] = typer.Argument(..., help="Entities that are the same person."),
     into: str = typer.Option(..., "--into", help="The entity they merge into."),
 ) -> None:
-    """Merge entities into one person; their DM sessions get aliases to one primary."""
-    from nexus.bootstrap import bootstrap
-    from nexus.identity.merge import merge_entities
-    from nexus.ledger.repository import LedgerError
+    """Merge entities into one person; their DM sessions get aliases to one primary.
 
-    nexus = bootstrap(_settings())
-    database = nexus.database
-    try:
-        with database.unit_of_work() as uow:
-            result = merge_entities(uow, into=into, merged=entities, doorbell=nexus.doorbell)
-            uow.commit()
-    except LedgerError as error:
-        errors.print(f"[red]merge refused[/red]: {error}")
-        raise typer.Exit(1) from error
-    finally:
-        database.dispose()
-    console.print(f"merged into [bold]{result.root}[/bold]")
-    if result.primary_session:
-        console.print(f"primary session: {result.primary_session}")
-    for alias in result.aliases_created:
-        console.print(f"  alias {alias} -> {result.primary_session}")
+    Asked of the running Nexus (NEXUS_API_URL), whose worker hears of the merge at once."""
+    from nexus.cli.remote import merge as merge_remote
+
+    merge_remote(_settings(), into=into, merged=entities)
 
 
 @app.command("turn")

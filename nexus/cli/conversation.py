@@ -124,8 +124,11 @@ def tree(settings: Settings, session_label: str, *, as_json: bool) -> None:
     parent = f"  (worker of {found['parent']})" if found["parent"] else ""
     console.print(f"[bold]{found['session']}[/bold]{parent}")
     for turn in found["turns"]:
-        mark = "◆ compaction" if turn["type"] == "compaction" else turn["status"]
-        console.print(f"├─ {turn['id']}  {mark}  {turn['query'] or ''} → {turn['answer'] or ''}")
+        if turn["type"] == "compaction":
+            shown = f"◆ compaction  {turn['summary'] or ''}"
+        else:
+            shown = f"{turn['status']}  {turn['query'] or ''} → {turn['answer'] or ''}"
+        console.print(f"├─ {turn['id']}  {shown}", markup=False, highlight=False)
         for branch in turn["branches"]:
             task = f"  ({branch['task']})" if branch["task"] else ""
             console.print(f"│   └─ {branch['kind']} [bold]{branch['session']}[/bold]{task}")

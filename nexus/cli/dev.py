@@ -53,6 +53,11 @@ def start_embedded(settings: Settings) -> tuple[Any, Embedded]:
         # registered as it starts (a distributed deployment runs `nexus hooks sync`).
         nexus.hook_runner.sync()
     celery_app = nexus.celery
+    # The worker's pool threads find their graph through Celery's current app; without
+    # this they fall back to Celery's default app and build a second graph, with its own
+    # coordination: the API's router flag would never be lowered (an event arriving just
+    # after another waited for the timer's tick) and the live stream would stay silent.
+    celery_app.set_default()
     worker = WorkController(
         app=celery_app,
         hostname="nexus-dev@localhost",
@@ -90,17 +95,37 @@ def run_dev(settings: Settings, *, host: str, port: int, console: Console) -> No
     chosen = "log_format" in settings.model_fields_set
     configure_logging(settings if chosen else settings.model_copy(update={"log_format": "console"}))
     api, embedded = start_embedded(settings)
-    url = f"http://{host}:{port}"
-    model = settings.default_model
-    console.print(
-        f"[bold]Nexus[/bold] is running at [link={url}]{url}[/link] (API docs: {url}/docs)"
-    )
-    console.print(f"  ledger {settings.database_url} · model {model} · embedded worker and timer")
-    console.print("Try, in another terminal:")
-    console.print('  nexus send main "hello" --wait')
-    console.print("  nexus tree main")
-    console.print(f"  curl -N {url}/v1/sessions/main/stream")
+    for line in banner(settings, host=host, port=port):
+        console.print(line, soft_wrap=True)  # a command cut in two cannot be pasted
     try:
         uvicorn.run(api, host=host, port=port, log_level="warning", log_config=None)
     finally:
         embedded.stop()
+
+
+def banner(settings: Settings, *, host: str, port: int) -> list[str]:
+    """What `nexus dev` prints once it serves: where, on what, and commands to try.
+
+    `nexus send` finds the API through NEXUS_API_URL (default http://127.0.0.1:8000), so
+    when this server is elsewhere the suggested command says so, and works as typed."""
+    url = _reachable_url(host, port)
+    model = settings.default_model
+    prefix = "" if settings.api_url.rstrip("/") == url else f"NEXUS_API_URL={url} "
+    return [
+        f"[bold]Nexus[/bold] is running at [link={url}]{url}[/link] (API docs: {url}/docs)",
+        f"  ledger {settings.database_url} · model {model} · embedded worker and timer",
+        "Try, in another terminal:",
+        f'  {prefix}nexus send main "hello" --wait',
+        "  nexus tree main",  # reads the ledger in this directory, not the API
+        f"  curl -N {url}/v1/sessions/main/stream",
+    ]
+
+
+def _reachable_url(host: str, port: int) -> str:
+    """Where a client on this machine reaches a server listening on `host`: a wildcard
+    address is listened on, never connected to."""
+    if host in ("", "0.0.0.0"):  # noqa: S104 - compared, not bound
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

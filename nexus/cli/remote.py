@@ -1,4 +1,4 @@
-"""CLI commands that talk to a running Nexus over its HTTP API (`nexus send`, `sessions`).
+"""CLI commands that talk to a running Nexus over its HTTP API (send, compact, merge, …).
 
 They go through the API rather than the database so that the worker behind it hears the
 doorbell at once, whichever mode it runs in (the embedded `memory://` broker lives inside
@@ -138,6 +138,19 @@ def _wait_for_disposition(
         time.sleep(POLL_SECONDS)
     errors.print(f"not done within {timeout_s:.0f} s; the compaction stays queued ({item_id})")
     raise typer.Exit(1)
+
+
+def merge(settings: Settings, *, into: str, merged: list[str]) -> None:
+    """Merge through the API: the server's doorbell rings the primary session for the
+    merge notice at once (a doorbell rung from this process would not reach `nexus dev`'s
+    in-process broker, and the notice would wait for the relay's next tick)."""
+    with _client(settings) as client:
+        result = _call(client, "POST", "/v1/entities/merge", json={"into": into, "merge": merged})
+    console.print(f"merged into [bold]{result['root']}[/bold]")
+    if result["primary_session"]:
+        console.print(f"primary session: {result['primary_session']}")
+    for alias in result["aliases_created"]:
+        console.print(f"  alias {alias} -> {result['primary_session']}")
 
 
 def sessions(settings: Settings, *, persona: str | None, as_json: bool) -> None:

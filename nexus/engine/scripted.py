@@ -25,6 +25,7 @@ from nexus.engine.model import (
     ToolInputDelta,
     ToolUseStarted,
 )
+from nexus.engine.summarize import digest_request
 from nexus.ids import new_id
 from nexus.ledger.records import TokenUsage
 
@@ -153,14 +154,9 @@ def _plain(request: ModelRequest) -> str:
 
 
 def _summary(request: ModelRequest) -> str:
-    """A deterministic digest: the first line of every text, in order (prior summary included)."""
-    lines: list[str] = []
-    for message in request.messages:
-        for text in _message_texts(message):
-            first = text.strip().splitlines()[0] if text.strip() else ""
-            if first:
-                lines.append(f"- {message.get('role')}: {first[:160]}")
-    return "Summary of the conversation so far:\n" + "\n".join(lines)
+    """The digest `summarize.digest_request` makes of the request's transcript."""
+    text = "\n".join(t for message in request.messages for t in _message_texts(message))
+    return digest_request(text)
 
 
 def _estimate_request(request: ModelRequest) -> int:

@@ -23,9 +23,10 @@ from nexus.engine.stream import (
     SESSION_COMPLETED,
     SESSION_FAILED,
     SESSION_STARTED,
-    TURN_COMMITTED,
     NullPublisher,
+    StreamEvent,
     StreamPublisher,
+    committed,
 )
 from nexus.engine.summarize import summarize, summary_request
 from nexus.engine.toolbox import Toolbox
@@ -42,6 +43,7 @@ from nexus.ledger.enums import (
 )
 from nexus.ledger.records import (
     AgentRecord,
+    CommitOutcome,
     CompactionDraft,
     ConsumedItem,
     ContextRead,
@@ -158,17 +160,27 @@ class Engine:
         The stream tells watchers the session is busy (`session.started`) and then how it
         ended (`session.completed`, or `session.failed` for a failed or fenced attempt)."""
         self.publisher.publish(session_id, SESSION_STARTED, {"inputs": len(queries)})
+        # What the turn's commit reports goes out with how the session ended: one publish.
+        announce: list[StreamEvent] = []
         outcome = self._answer(
-            session_id, queries, epoch=epoch, consumed=consumed, queue_mode=queue_mode
+            session_id,
+            queries,
+            epoch=epoch,
+            consumed=consumed,
+            queue_mode=queue_mode,
+            announce=announce,
         )
         ended = outcome.status == "committed" and (
             outcome.result is None or outcome.result.status != TurnStatus.FAILED
         )
-        self.publisher.publish(
-            session_id,
-            SESSION_COMPLETED if ended else SESSION_FAILED,
-            {"turn_id": outcome.turn_id, "status": outcome.status},
+        announce.append(
+            StreamEvent(
+                session_id,
+                SESSION_COMPLETED if ended else SESSION_FAILED,
+                {"turn_id": outcome.turn_id, "status": outcome.status},
+            )
         )
+        self.publisher.publish_many(announce)
         return outcome
 
     def _answer(
@@ -179,6 +191,7 @@ class Engine:
         epoch: int,
         consumed: Sequence[ConsumedItem],
         queue_mode: QueueMode | None,
+        announce: list[StreamEvent],
     ) -> TurnOutcome:
         manual = (
             compaction_policy.manual_compaction_request(queries[0].text)
@@ -245,6 +258,7 @@ class Engine:
             queue_mode=queue_mode,
             queries=queries,
             effects=effects,
+            announce=announce,
         )
         return TurnOutcome(status, turn_id, result, tuple(compactions))
 
@@ -279,7 +293,10 @@ class Engine:
         queue_mode: QueueMode | None,
         queries: Sequence[QueryMessage],
         effects: Sequence[Effect] = (),
+        announce: list[StreamEvent],
     ) -> str:
+        """Commit (or record) the turn; what a committed one reports is added to
+        `announce`, for the caller to publish after this commit."""
         injected = tuple(
             ConsumedItem(queue_item_id=q.queue_item_id, disposition=Disposition.INJECTED)
             for q in result.injected
@@ -331,9 +348,7 @@ class Engine:
                     hook(uow, snapshot.session, turn_id, result)
             uow.commit()
         if outcome.status == "committed":
-            self.publisher.publish(
-                snapshot.session.id, TURN_COMMITTED, {"turn_id": turn_id, "status": result.status}
-            )
+            announce.extend(_reported(draft, outcome, result.status.value))
         return outcome.status
 
     # -- compaction --------------------------------------------------------------------------
@@ -449,9 +464,7 @@ class Engine:
             outcome = uow.ledger.turns.commit(draft, epoch=epoch)
             uow.commit()
         if outcome.status == "committed":
-            self.publisher.publish(
-                snapshot.session.id, TURN_COMMITTED, {"turn_id": turn_id, "status": "compaction"}
-            )
+            self.publisher.publish_many(_reported(draft, outcome, "compaction"))
         return CompactionOutcome(
             status=outcome.status,
             turn_id=turn_id,
@@ -459,3 +472,15 @@ class Engine:
             fallback=summary.fallback,
             turns_summarized=len(plan.summarized),
         )
+
+
+def _reported(draft: TurnDraft, outcome: CommitOutcome, status: str) -> list[StreamEvent]:
+    """The stream events a committed turn owes its watchers (published after the commit)."""
+    roles = [message.role.value for message in draft.messages]
+    return committed(
+        draft.session_id,
+        draft.id,
+        messages=list(zip(outcome.message_ids, roles, strict=True)),
+        consumed=[(item.queue_item_id, item.disposition.value) for item in draft.consumed],
+        status=status,
+    )

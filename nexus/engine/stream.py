@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 STEP_STARTED = "step.started"
 STEP_GENERATING = "step.generating"
@@ -20,6 +20,17 @@ SESSION_STARTED = "session.started"
 SESSION_COMPLETED = "session.completed"
 SESSION_FAILED = "session.failed"
 TURN_COMMITTED = "turn.committed"
+# A queue item's life, each published after the commit that decided it.
+QUEUE_ITEM_QUEUED = "queue.item.queued"
+QUEUE_ITEM_CONSUMED = "queue.item.consumed"  # consumed, batched or injected by a turn
+QUEUE_ITEM_DROPPED = "queue.item.dropped"  # over the cap, or cancelled
+QUEUE_ITEM_DEAD = "queue.item.dead"  # dead-lettered after its last attempt
+
+
+class StreamEvent(NamedTuple):
+    session_id: str
+    type: str
+    data: dict[str, Any]
 
 
 class StreamPublisher(Protocol):
@@ -27,9 +38,17 @@ class StreamPublisher(Protocol):
         """Best effort: a lost stream event never changes what the ledger records."""
         ...
 
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        """Several events, in order, at the cost of one (one Redis round trip): what a
+        commit reports, or a coalesced delta with the progress beside it."""
+        ...
+
 
 class NullPublisher:
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        return None
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
         return None
 
 
@@ -38,14 +57,53 @@ class RecordingPublisher:
     """Keeps every event, in order (the in-process twin and the tests' window)."""
 
     events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    calls: int = 0  # publish and publish_many calls: what a Redis publisher pays for
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
         with self._lock:
+            self.calls += 1
             self.events.append((session_id, event_type, data))
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        if not events:
+            return
+        with self._lock:
+            self.calls += 1
+            self.events.extend((e.session_id, e.type, e.data) for e in events)
 
     def types(self, session_id: str | None = None) -> list[str]:
         return [kind for sid, kind, _ in self.events if session_id in (None, sid)]
+
+
+def committed(
+    session_id: str,
+    turn_id: str,
+    *,
+    messages: Sequence[tuple[str, str]],
+    consumed: Sequence[tuple[str, str]],
+    status: str,
+) -> list[StreamEvent]:
+    """What a turn's commit reports, in one publish: each message it created (id, role),
+    each queue item it consumed (id, disposition), then `turn.committed`."""
+    events = [
+        StreamEvent(
+            session_id,
+            MESSAGE_CREATED,
+            {"message_id": message_id, "turn_id": turn_id, "role": role, "sequence": sequence},
+        )
+        for sequence, (message_id, role) in enumerate(messages, start=1)
+    ]
+    events.extend(
+        StreamEvent(
+            session_id,
+            QUEUE_ITEM_CONSUMED,
+            {"queue_item_id": item_id, "turn_id": turn_id, "disposition": disposition},
+        )
+        for item_id, disposition in consumed
+    )
+    events.append(StreamEvent(session_id, TURN_COMMITTED, {"turn_id": turn_id, "status": status}))
+    return events
 
 
 # Text deltas are published at most this often: a model streams a token every few

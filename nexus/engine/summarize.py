@@ -23,6 +23,15 @@ SUMMARIZER_PROMPT = (
 )
 _MESSAGE_LIMIT = 2_000  # characters of one message shown to the summariser
 _DIGEST_LINE = 200
+_HEADLINE_ASK = 80  # characters of each question in a digest's first line
+TRANSCRIPT_HEADER = "[Conversation to summarise]"
+# How `transcript` starts each message's first line, and who said it.
+_SPEAKERS = (
+    ("User: ", "user"),
+    ("Assistant called tool ", "tool call"),
+    ("Assistant: ", "assistant"),
+    ("Tool result: ", "tool result"),
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ def summary_request(
     parts = []
     if prior:
         parts.append(f"{SUMMARY_HEADER}\n{prior}")
-    parts.append(f"[Conversation to summarise]\n{transcript(turns)}")
+    parts.append(f"{TRANSCRIPT_HEADER}\n{transcript(turns)}")
     return ModelRequest(
         model=model,
         system=system,
@@ -118,4 +127,28 @@ def fallback_digest(prior: str | None, turns: Sequence[TurnView]) -> str:
                 if text:
                     first = text.splitlines()[0]
                     lines.append(f"- {message.role.value}: {_clip(first, _DIGEST_LINE)}")
+    return "\n".join(lines)
+
+
+def digest_request(text: str) -> str:
+    """A summary without a model, from a summary request's text (`summary_request`): the
+    offline model answers with it, so `nexus dev` compacts into what was actually said.
+
+    Deterministic: the first line names what the user asked, in order (a tree view shows
+    it); then the previous summary, whole; then the first line of every message."""
+    before, _, conversation = text.partition(TRANSCRIPT_HEADER)
+    prior = before.strip().removeprefix(SUMMARY_HEADER).strip() or None
+    said: list[tuple[str, str]] = []
+    for line in conversation.splitlines():
+        for marker, speaker in _SPEAKERS:
+            if line.startswith(marker):
+                if first := line[len(marker) :].strip():
+                    said.append((speaker, first))
+                break  # a line that starts no message continues the one before: skipped
+    asked = [_clip(first, _HEADLINE_ASK) for speaker, first in said if speaker == "user"]
+    headline = f"Summary: {'; '.join(asked)}" if asked else "Summary of the conversation so far"
+    lines = [_clip(headline, _DIGEST_LINE * 2)]
+    if prior:
+        lines.append(prior)
+    lines.extend(f"- {speaker}: {_clip(first, _DIGEST_LINE)}" for speaker, first in said)
     return "\n".join(lines)

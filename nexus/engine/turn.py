@@ -30,10 +30,12 @@ from nexus.engine.stream import (
     MESSAGE_DELTA,
     STEP_ERROR,
     STEP_GENERATED,
+    STEP_GENERATING,
     STEP_STARTED,
     TOOL_COMPLETED,
     TOOL_STARTED,
     DeltaCoalescer,
+    StreamEvent,
     StreamPublisher,
 )
 from nexus.engine.toolbox import Toolbox
@@ -173,24 +175,35 @@ class TurnMachine:
         self._publish(state, STEP_STARTED, {"call": state.model_calls})
         request = _with_messages(state.request, state.conversation)
         partial: list[str] = []
+        # Progress goes out with the coalesced deltas: at the first streamed event, then at
+        # most once per interval, a `step.generating` (with the text since the last one as
+        # `message.delta` beside it) in one publish — never one per token.
         deltas = DeltaCoalescer(self.delta_interval_s)
+        progress = {"call": state.model_calls, "chars": 0, "tool_uses": 0}
         stream = self.model.stream(request)
         try:
             for event in stream:
                 if isinstance(event, TextDelta):
                     partial.append(event.text)
-                    self._publish_delta(state, deltas.add(event.text))
+                    progress["chars"] += len(event.text)
+                    self._generating(state, progress, deltas.add(event.text))
                 elif isinstance(event, ToolUseStarted | ToolInputDelta):
-                    pass  # tool input is acted on only once complete, in ModelDone
+                    # Tool input is acted on only once complete, in ModelDone; meanwhile the
+                    # model is still generating, which a watcher may want to know.
+                    progress["tool_uses"] += isinstance(event, ToolUseStarted)
+                    self._generating(state, progress, deltas.add(""))
                 elif isinstance(event, ModelDone):
-                    self._publish_delta(state, deltas.drain())
+                    generated = self._event(
+                        state, STEP_GENERATED, {"stop_reason": event.stop_reason}
+                    )
+                    self._flush(state, deltas.drain(), generated)
                     return self._answered(state, event)
                 if self._aborted(state):
-                    self._publish_delta(state, deltas.drain())
+                    self._flush(state, deltas.drain())
                     return self._keep_partial(state, partial, End(TurnStatus.ABORTED, "aborted"))
         except ModelError as error:
-            self._publish_delta(state, deltas.drain())
-            self._publish(state, STEP_ERROR, {"kind": error.kind, "message": error.message})
+            failed = self._event(state, STEP_ERROR, {"kind": error.kind, "message": error.message})
+            self._flush(state, deltas.drain(), failed)
             return self._keep_partial(state, partial, End(TurnStatus.FAILED, error.kind, error))
         finally:
             stream.close()  # aborting closes the HTTP stream; a no-op once finished
@@ -199,7 +212,6 @@ class TurnMachine:
 
     def _answered(self, state: TurnState, done: ModelDone) -> Node:
         state.add_usage(done.usage)
-        self._publish(state, STEP_GENERATED, {"stop_reason": done.stop_reason})
         if done.text:
             state.drafts.append(_assistant_draft(done.text))
         uses = done.tool_uses
@@ -325,9 +337,23 @@ class TurnMachine:
     def _publish(self, state: TurnState, event: str, data: dict[str, Any]) -> None:
         self.publisher.publish(state.session_id, event, data)
 
-    def _publish_delta(self, state: TurnState, text: str | None) -> None:
-        if text:
-            self._publish(state, MESSAGE_DELTA, {"text": text})
+    def _event(self, state: TurnState, event: str, data: dict[str, Any]) -> StreamEvent:
+        return StreamEvent(state.session_id, event, data)
+
+    def _generating(self, state: TurnState, progress: dict[str, int], due: str | None) -> None:
+        """`due` is None until the interval has passed; then the text held back (maybe "")."""
+        if due is not None:
+            self._flush(state, due, self._event(state, STEP_GENERATING, dict(progress)), first=True)
+
+    def _flush(
+        self, state: TurnState, text: str | None, *then: StreamEvent, first: bool = False
+    ) -> None:
+        """The held-back text as one `message.delta`, with `then` (after it, or before it
+        when `first`), in one publish."""
+        delta = [self._event(state, MESSAGE_DELTA, {"text": text})] if text else []
+        events = [*then, *delta] if first else [*delta, *then]
+        if events:
+            self.publisher.publish_many(events)
 
 
 def _with_messages(request: ModelRequest, conversation: list[dict[str, Any]]) -> ModelRequest:

@@ -11,12 +11,13 @@ from nexus.access.policy import Decision, PeerKind, Policy, Principal, Venue, de
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
+from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED, StreamEvent
 from nexus.ledger.enums import EventStatus, MessageSource, QueueMode, SessionOrigin
 from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import NotFound
 from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
 from nexus.queueing.modes import arrival_action
-from nexus.queueing.overflow import drop_over_cap
+from nexus.queueing.overflow import Overflow, drop_over_cap
 
 QUEUED, DENIED = "queued", "denied"
 # Events one router run takes: enough that a burst costs a few runs, few enough that one
@@ -38,11 +39,14 @@ def default_queue_mode(source: MessageSource | None) -> QueueMode:
 
 
 class ArrivalSignals(Protocol):
-    """How an arriving message reaches a turn already running (the coordination port)."""
+    """How an arriving message reaches a turn already running, and the session's stream
+    (the coordination port)."""
 
     def request_abort(self, session_id: str) -> None: ...
 
     def steer(self, session_id: str, message: QueryMessage) -> None: ...
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,7 @@ def _queue_many(
     most one abort signal however many interrupting messages arrived."""
     waiting = uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
+    queued: list[tuple[str, EventRecord, QueueMode]] = []
     abort = False
     for event, mode in events:
         item_id, created = uow.ledger.queue.enqueue(
@@ -199,15 +204,50 @@ def _queue_many(
         )
         item_ids.append(item_id)
         waiting += created  # a run may claim some meanwhile: the count can only be lower
+        if created:
+            queued.append((item_id, event, mode))
         if created and arrivals is not None:
             if arrival_action(mode) == "abort":
                 abort = True
             else:
                 _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
-    drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting)
-    if abort and arrivals is not None:
-        uow.after_commit(partial(arrivals.request_abort, session.id))
+    dropped = drop_over_cap(
+        uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting
+    )
+    if arrivals is not None:
+        if abort:  # first: a running turn stops sooner
+            uow.after_commit(partial(arrivals.request_abort, session.id))
+        _announce(uow, arrivals, session.id, queued, dropped)
     return item_ids
+
+
+def _announce(
+    uow: UnitOfWork,
+    arrivals: ArrivalSignals,
+    session_id: str,
+    queued: Sequence[tuple[str, EventRecord, QueueMode]],
+    dropped: Overflow,
+) -> None:
+    """After commit, tell the session's stream what its queue gained and lost: one publish
+    for the whole batch (`queue.item.queued`, `queue.item.dropped`)."""
+    events = [
+        StreamEvent(
+            session_id,
+            QUEUE_ITEM_QUEUED,
+            {"queue_item_id": item_id, "event_id": event.id, "mode": mode.value},
+        )
+        for item_id, event, mode in queued
+    ]
+    events.extend(
+        StreamEvent(
+            session_id,
+            QUEUE_ITEM_DROPPED,
+            {"queue_item_id": item_id, "disposition": "dropped", "reason": dropped.reason},
+        )
+        for item_id in dropped.item_ids
+    )
+    if events:
+        uow.after_commit(partial(arrivals.publish_many, events))
 
 
 def _route(
@@ -270,13 +310,14 @@ def queue_into(
         NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
     )
     if created:
-        drop_over_cap(
+        dropped = drop_over_cap(
             uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting + 1
         )
         if doorbell is not None:
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:
             _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
+            _announce(uow, arrivals, session.id, [(item_id, event, mode)], dropped)
     return item_id, created
 
 

@@ -189,6 +189,7 @@ class CommitOutcome(Record):
     status: Literal["committed", "fenced"]
     turn_id: str | None = None
     reason: str | None = None
+    message_ids: tuple[str, ...] = ()  # the committed turn's messages, in sequence order
 
     @property
     def committed(self) -> bool:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import InProcessSignals
-from nexus.engine.stream import RecordingPublisher
+from nexus.engine.stream import RecordingPublisher, StreamEvent
 from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
 
 
@@ -60,6 +61,10 @@ class Coordination(Protocol):
     def steer_waiting(self, session_id: str) -> bool: ...
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None: ...
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        """Several events, in order, in one round trip."""
+        ...
 
     def stream_tail(self, session_id: str) -> str:
         """The id of the session's newest stream event ("0-0" when there is none)."""
@@ -164,6 +169,11 @@ class InProcessCoordination:
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
         self.stream.publish(session_id, event_type, data)
         self.log.append(session_id, event_type, data)
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        self.stream.publish_many(events)
+        for event in events:
+            self.log.append(*event)
 
     def stream_tail(self, session_id: str) -> str:
         return self.log.tail(session_id)

@@ -4,6 +4,7 @@ record the notice its sender is owed (an outbound event the delivery layer sends
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from nexus.db import UnitOfWork
 from nexus.ledger.enums import Disposition, QueueStatus
@@ -15,6 +16,14 @@ SUMMARY_PENDING = "; summary pending"
 _PREVIEW = 80
 
 
+@dataclass(frozen=True)
+class Overflow:
+    """What a cap check dropped (nothing, usually) and why."""
+
+    item_ids: tuple[str, ...] = ()
+    reason: str = ""
+
+
 def drop_over_cap(
     uow: UnitOfWork,
     session_id: str,
@@ -22,17 +31,17 @@ def drop_over_cap(
     cap: int,
     policy: DropPolicy,
     waiting_at_most: int | None = None,
-) -> int:
-    """Returns how many items were dropped. The caller holds the session's lock
-    (`sessions.lock`), so routers count the queue one at a time. `waiting_at_most`: what the
-    caller knows bounds the waiting items (the count its lock read, plus what it queued);
-    within the cap, nothing is read."""
+) -> Overflow:
+    """Drop what is over the cap; returns what was dropped. The caller holds the session's
+    lock (`sessions.lock`), so routers count the queue one at a time. `waiting_at_most`: what
+    the caller knows bounds the waiting items (the count its lock read, plus what it
+    queued); within the cap, nothing is read."""
     if waiting_at_most is not None and cap > 0 and waiting_at_most <= cap:
-        return 0
+        return Overflow()
     waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
     decision = over_cap(waiting, cap=cap, policy=policy)
     if not decision.dropped:
-        return 0
+        return Overflow()
     detail = f"queue cap {cap} reached (policy {policy})"
     if decision.one_notice:
         # One notice and one summary for the whole overflow, written when the session next
@@ -50,7 +59,7 @@ def drop_over_cap(
             event = _event(uow, item)
             text = f"Your message was not answered because too many were waiting (limit {cap})."
             _notice(uow, f"notice:dropped:{item.id}", event, f"{text} It said: {_preview(event)}")
-    return len(decision.dropped)
+    return Overflow(tuple(item.id for item in decision.dropped), detail)
 
 
 def summarize_overflow(

@@ -3,8 +3,9 @@
 Thread routing is the primitive (seed 000): a thread is a turn; if a session's head is that
 turn the turn continues it, otherwise continuing from there is a branch, so a fork session
 is created with the turn as its head. Session routing follows labels and aliases; persona
-routing goes to the persona's main session; smart routing searches what was said and falls
-back to the target it was given.
+routing goes to the persona's main session; smart routing searches what was said
+(`nexus.routing.smart`) and falls back to the target it was given — or, given content
+alone, finds its session or nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 from nexus.access.keys import system_key
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository import Ledger, NotFound
+from nexus.routing.smart import PER_TERM, best, query_terms
 
 TargetKind = Literal["thread", "session", "persona"]
 
@@ -30,27 +32,42 @@ class RouteTarget:
 class Routed:
     session: SessionRecord
     how: str  # head | fork | label | alias | persona | created | smart
-    score: float | None = None
+    score: float | None = None  # smart only: the share of the content's terms matched
+    matched_terms: tuple[str, ...] = ()
+    matched_turn_id: str | None = None  # smart only: the newest turn that matched
 
 
 def persona_session_label(persona_name: str) -> str:
     return system_key(f"persona:{persona_name}")
 
 
-def route(ledger: Ledger, target: RouteTarget, *, text: str | None = None) -> Routed:
-    """The session a turn for `target` goes to; `smart` prefers the best-matching one."""
-    if target.smart and text:
-        matches = ledger.search.sessions_matching(text, limit=1)
-        if matches:
-            session_id, score = matches[0]
-            found = ledger.sessions.get(session_id)
-            if found is not None:
-                return Routed(found, "smart", score)
+def route(ledger: Ledger, target: RouteTarget | None, *, text: str | None = None) -> Routed:
+    """The session a turn for `target` goes to; `smart` (or no target: content alone)
+    prefers the session whose messages match the content best. With no target and no
+    match, NotFound: there is nowhere to go."""
+    if (target is None or target.smart) and text:
+        found = _smart(ledger, text)
+        if found is not None:
+            return found
+    if target is None:
+        raise NotFound(
+            "nothing said so far matches the content; name a thread, session or persona "
+            "to fall back to"
+        )
     if target.kind == "thread":
         return _thread(ledger, target.value)
     if target.kind == "session":
         return _session(ledger, target.value)
     return _persona(ledger, target.value)
+
+
+def _smart(ledger: Ledger, text: str) -> Routed | None:
+    terms = query_terms(text)
+    match = best(terms, ledger.search.recent_hits(terms, per_term=PER_TERM))
+    session = ledger.sessions.get(match.session_id) if match is not None else None
+    if match is None or session is None:
+        return None
+    return Routed(session, "smart", match.score, match.matched_terms, match.turn_id)
 
 
 def _thread(ledger: Ledger, turn_id: str) -> Routed:

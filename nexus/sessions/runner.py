@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -19,6 +20,7 @@ from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.service import Engine, TurnOutcome
+from nexus.engine.stream import QUEUE_ITEM_DEAD, StreamEvent
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     OPEN_QUEUE_STATUSES,
@@ -370,6 +372,14 @@ class SessionRunner:
                 )
             if retry:
                 uow.ledger.queue.release(retry, epoch=epoch, retry_at=self.clock() + backoff)
+            if dead:
+                reason = f"after {self.max_attempts} attempts: {cause}"
+                session_id = plan.items[0].session_id
+                announced = [
+                    StreamEvent(session_id, QUEUE_ITEM_DEAD, {"queue_item_id": i, "reason": reason})
+                    for i in dead
+                ]
+                uow.after_commit(partial(self.coordination.publish_many, announced))
             uow.commit()
         log.warning("turn_failed", items=len(plan.items), dead=len(dead), cause=cause)
         return "dead" if dead else "failed"

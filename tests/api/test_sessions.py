@@ -26,7 +26,15 @@ def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
     for text in ("alpha", "beta"):
         rig.say(session.id, text)
     doorbell = RecordingDoorbell()
-    app = create_app(bootstrap(Settings(api_tokens="tok"), database=database, doorbell=doorbell))
+    coordination = InProcessCoordination()
+    app = create_app(
+        bootstrap(
+            Settings(api_tokens="tok"),
+            database=database,
+            doorbell=doorbell,
+            coordination=coordination,
+        )
+    )
     client = TestClient(app)
     answer = client.post(
         "/v1/sessions/dm:ent_api/compact", json={"instructions": "keep names"}, headers=AUTH
@@ -34,6 +42,11 @@ def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
     assert answer.status_code == 202, answer.text
     queued = answer.json()
     assert queued["status"] == "queued" and queued["session"] == "dm:ent_api"
+    [announced] = coordination.read_stream(session.id, "0-0", block_ms=10)
+    assert (announced.type, announced.data["queue_item_id"]) == (
+        "queue.item.queued",
+        queued["queue_item_id"],
+    )
     # The API wrote no turn: it queued an item and rang the session.
     assert doorbell.sessions == [session.id]
     with database.unit_of_work() as uow:
@@ -124,6 +137,24 @@ def test_the_tree_endpoint_shows_turns_and_forks(database: Database, clock: Fake
     assert [t["query"] for t in tree["turns"]] == ["one", "two"]
     assert tree["turns"][0]["branches"] == [{"kind": "fork", "session": "what-if", "task": None}]
     assert client.get("/v1/sessions/dm:nobody/tree", headers=AUTH).status_code == 404
+
+
+def test_the_tree_shows_a_compaction_with_its_summary_first_line(
+    database: Database, clock: FakeClock
+) -> None:
+    rig = build_rig(database, clock)  # the offline model, as in `nexus dev`
+    session = rig.session("dm:ent_sum")
+    rig.say(session.id, "the invoice is due Friday")
+    compaction = rig.say(session.id, "/compact").compactions[0]
+    app = create_app(
+        bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    )
+    tree = TestClient(app).get("/v1/sessions/dm:ent_sum/tree", headers=AUTH).json()
+    normal, compacted = tree["turns"]
+    assert (normal["type"], normal["summary"]) == ("normal", None)
+    assert compacted["type"] == "compaction" and compacted["id"] == compaction.turn_id
+    assert compacted["summary"] == (compaction.summary or "").splitlines()[0]
+    assert "the invoice is due Friday" in compacted["summary"]
 
 
 def test_nul_in_content_persona_or_label_is_a_clean_client_error(database: Database) -> None:

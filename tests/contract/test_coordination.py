@@ -12,6 +12,7 @@ import redis
 
 from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.engine.query import QueryMessage
+from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.coordination import Coordination, InProcessCoordination, KeepAlive
 from tests.services import REDIS_URL
@@ -150,3 +151,23 @@ def test_a_reader_waiting_on_the_stream_wakes_for_a_new_event(
     coordination.publish("s9", "session.started", {})
     reader.join(timeout=5)
     assert found == [["session.started"]] and time.monotonic() - began < 2
+
+
+def test_several_events_publish_in_order_as_one(coordination: Coordination) -> None:
+    start_a, start_b = coordination.stream_tail("pa"), coordination.stream_tail("pb")
+    coordination.publish_many(
+        [
+            StreamEvent("pa", "message.created", {"message_id": "m1"}),
+            StreamEvent("pb", "queue.item.queued", {"queue_item_id": "q1"}),
+            StreamEvent("pa", "turn.committed", {"turn_id": "t1"}),
+        ]
+    )
+    coordination.publish_many([])  # nothing to say costs nothing and raises nothing
+    seen_a = coordination.read_stream("pa", start_a, block_ms=100)
+    assert [(e.type, e.data) for e in seen_a] == [
+        ("message.created", {"message_id": "m1"}),
+        ("turn.committed", {"turn_id": "t1"}),
+    ]
+    assert len({e.id for e in seen_a}) == 2
+    [other] = coordination.read_stream("pb", start_b, block_ms=100)
+    assert (other.type, other.data) == ("queue.item.queued", {"queue_item_id": "q1"})

@@ -185,3 +185,32 @@ def test_smart_routing_finds_the_thread_that_discussed_it(
         )
     assert smart.how == "smart" and smart.session.id == billing.id
     assert fallback.how == "label" and fallback.session.id == weather.id
+
+
+def test_the_offline_model_summarises_what_the_turns_said(
+    database: Database, clock: FakeClock
+) -> None:
+    """`nexus dev` answers with the scripted model: its summary is a digest of the turns it
+    replaces (not the summariser's section header), and a later one carries it forward."""
+    rig = build_rig(database, clock)  # nothing scripted: the model answers as in `nexus dev`
+    session = rig.session()
+    rig.say(session.id, "the invoice is due Friday\nand it is large")
+    rig.say(session.id, "ACME owes 300")
+    first = rig.say(session.id, "/compact").compactions[0]
+    assert first.fallback is False
+    summary = first.summary or ""
+    headline = summary.splitlines()[0]
+    assert "the invoice is due Friday" in headline and "ACME owes 300" in headline
+    assert "- user: the invoice is due Friday" in summary
+    assert "and it is large" not in summary  # first lines only: a digest, not a copy
+    assert "- assistant: " in summary and "[Conversation to summarise]" not in summary
+    rig.say(session.id, "remind me Thursday")
+    second = rig.say(session.id, "/compact").compactions[0]
+    assert "remind me Thursday" in (second.summary or "").splitlines()[0]
+    assert "ACME owes 300" in (second.summary or "")  # the previous summary carried over
+    # Deterministic: the same turns give the same summary.
+    again = build_rig(database, clock)
+    other = again.session("dm:ent_again")
+    again.say(other.id, "the invoice is due Friday\nand it is large")
+    again.say(other.id, "ACME owes 300")
+    assert again.say(other.id, "/compact").compactions[0].summary == summary

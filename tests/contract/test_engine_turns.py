@@ -223,3 +223,47 @@ def test_a_fenced_run_keeps_its_answer_as_a_superseded_attempt(
     assert view is not None and view.turn.status == TurnStatus.SUPERSEDED
     assert view.turn.error_message is not None and "superseded" in view.turn.error_message
     assert after is not None and after.thread_id is None
+
+
+def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
+    database: Database, clock: FakeClock
+) -> None:
+    """A fast stream of 300 words costs one `step.generating` and at most two deltas; all
+    a turn tells its stream takes five publishes (five Redis round trips), not one per
+    event or per token."""
+    rig = build_rig(database, clock)
+    session = rig.session()
+    rig.model.push(Say(" ".join(f"word{n}" for n in range(300))))
+    assert rig.say(session.id, "talk a lot").status == "committed"
+    types = rig.publisher.types(session.id)
+    assert types.count("step.generating") == 1
+    assert 1 <= types.count("message.delta") <= 2
+    assert types[-4:] == [
+        "message.created",
+        "message.created",
+        "turn.committed",
+        "session.completed",
+    ]
+    # started · started · (generating + delta) · (delta + generated) · (what the commit says)
+    assert rig.publisher.calls == 5 < len(types)
+
+
+def test_a_slow_stream_reports_progress_once_per_interval(
+    database: Database, clock: FakeClock
+) -> None:
+    rig = build_rig(database, clock)
+    session = rig.session()
+    rig.model.chunk_delay_s = 0.06  # slower than the 50 ms interval: each word goes out
+    rig.model.push(Say("one two three four"))
+    rig.say(session.id, "slowly")
+    events = [(kind, data) for sid, kind, data in rig.publisher.events if sid == session.id]
+    progress = [data for kind, data in events if kind == "step.generating"]
+    assert len(progress) >= 3
+    chars = [p["chars"] for p in progress]
+    assert chars == sorted(chars) and chars[-1] <= len("one two three four")
+    assert {p["call"] for p in progress} == {1}
+    # Each progress report goes out with the text it covers, right behind it.
+    kinds = [kind for kind, _ in events]
+    for at, kind in enumerate(kinds):
+        if kind == "step.generating":
+            assert kinds[at + 1] == "message.delta"

@@ -5,21 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import text
+
 from nexus.access.policy import load_policies
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import CallTools, Fail, Say
+from nexus.ingest.direct import request_compaction
 from nexus.ingest.router import QueuePolicy, process_event
 from nexus.ingest.service import ingest
-from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus
+from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import ABORT_POLL_MS, SessionRunner
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
 from tests.contract.test_routing import _message
-from tests.support import FakeClock
+from tests.support import FakeClock, RunOnRing
 
 
 @dataclass
@@ -345,3 +348,47 @@ def test_a_run_never_answers_past_an_input_another_run_still_holds(
         uow.commit()
     assert setup.runner.run(setup.session_id).turns == 2
     assert _chain_texts(setup) == [["m0"], ["m1"], ["m2"]]
+
+
+def test_a_compaction_asked_for_during_a_turn_waits_for_it_and_runs_once(
+    database: Database, clock: FakeClock
+) -> None:
+    """`nexus compact` / POST …/compact while a turn runs: the request is queued, the worker
+    it rings finds the session's lease held, the running turn commits unsuperseded, and
+    the same run then compacts — one answer, one summary, no attempt thrown away."""
+    setup = _setup(database, clock)
+    ring = RunOnRing(runner=setup.runner)
+    _enqueue(setup, "remember the blue folder")
+    asked: list[str] = []
+
+    def answer_while_compaction_is_asked(request: object) -> Say:
+        with database.unit_of_work() as uow:  # what the API's compact route does
+            session = uow.ledger.sessions.get(setup.session_id)
+            assert session is not None
+            asked.append(request_compaction(uow, session, ring, instructions="keep colours"))
+            uow.commit()  # rings after commit: another worker runs the session now
+        return Say("noted: the blue folder")
+
+    setup.rig.model.push(answer_while_compaction_is_asked)
+    report = setup.runner.run(setup.session_id)
+    assert ring.reports == ["busy"]  # the compaction did not run beside the turn
+    assert (report.status, report.turns, report.failed) == ("done", 2, 0)
+    with database.unit_of_work() as uow:
+        session = uow.ledger.sessions.get(setup.session_id)
+        assert session is not None and session.thread_id is not None
+        chain = uow.ledger.threads.read_ancestry(session.thread_id)
+        item = uow.ledger.queue.get(asked[0])
+    assert [(v.turn.turn_type, v.turn.status) for v in chain] == [
+        (TurnType.NORMAL, TurnStatus.COMPLETED),
+        (TurnType.COMPACTION, TurnStatus.COMPLETED),
+    ]
+    assert chain[1].turn.parent_turn_id == chain[0].turn.id  # it compacted the answer
+    assert item is not None and item.consumed_by_turn_id == chain[1].turn.id
+    with database.engine.connect() as connection:
+        every = connection.execute(
+            text("SELECT status FROM turns WHERE session_id = :s"), {"s": setup.session_id}
+        ).scalars()
+        assert sorted(every) == ["completed", "completed"]  # nothing superseded or failed
+    # Spent once: one answer and one summary, no repeated model call.
+    assert [r.purpose for r in setup.rig.model.requests] == ["turn", "summary"]
+    assert "keep colours" in setup.rig.model.requests[-1].system

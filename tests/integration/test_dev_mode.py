@@ -10,11 +10,13 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.api.test_hooks_see_api_messages import WATCHER
@@ -78,8 +80,9 @@ def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
         while _hook_state(tmp_path, environment, "watcher") != {"seen": ["hello"]}:
             assert time.monotonic() < deadline, _hook_state(tmp_path, environment, "watcher")
             time.sleep(0.2)
+        _the_live_stream_carries_a_turn(tmp_path, environment)
         tree = json.loads(_nexus(tmp_path, environment, "tree", "main", "--json"))
-        [first] = [turn["id"] for turn in tree["turns"]]
+        first = tree["turns"][0]["id"]
         assert "forked alt" in _nexus(tmp_path, environment, "fork", first, "--label", "alt")
         _nexus(tmp_path, environment, "send", "alt", "and on the branch?", "--wait")
         # Queued through the API and carried out by the session's runner, in order.
@@ -89,7 +92,65 @@ def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
         assert "compaction" in shown and "fork alt" in shown
         listed = json.loads(_nexus(tmp_path, environment, "sessions", "--json"))
         assert {s["label"] for s in listed["items"]} == {"main", "alt"}
+        _merge_is_answered_without_waiting_for_the_tick(tmp_path, environment)
     assert (tmp_path / ".nexus" / "nexus.db").exists()  # the ledger lives where it ran
+
+
+def _the_live_stream_carries_a_turn(cwd: Path, environment: dict[str, str]) -> None:
+    """The embedded worker publishes where the API's SSE route reads: one process, one
+    coordination."""
+    url = f"{environment['NEXUS_API_URL']}/v1/sessions/main/stream"
+    names: list[str] = []
+
+    def listen() -> None:
+        with httpx.stream("GET", url, timeout=20) as response:
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    names.append(line[7:])
+                    if names[-1] == "session.completed":
+                        return
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    time.sleep(0.5)  # connected before the message is sent
+    _nexus(cwd, environment, "send", "main", "are you streaming?", "--wait")
+    listener.join(timeout=20)
+    for promised in ("queue.item.queued", "session.started", "step.generating", "message.created"):
+        assert promised in names, (promised, names)
+
+
+def _merge_is_answered_without_waiting_for_the_tick(cwd: Path, environment: dict[str, str]) -> None:
+    """Two people write in, `nexus merge` joins them: the primary session answers the
+    merge notice within seconds, not at the embedded timer's next 60 s tick."""
+    url = environment["NEXUS_API_URL"]
+    for sender in ("+15550001", "+15550002"):
+        event = {
+            "id": f"sms:{sender}", "adapter": "sms", "platform": "sms",
+            "sender": {"id": sender}, "container": {"kind": "dm", "id": sender},
+            "text": "hello", "occurred_at": 0,
+        }  # fmt: skip
+        assert httpx.post(f"{url}/v1/events", json=event, timeout=10).status_code == 202
+    deadline = time.monotonic() + 30
+    while True:
+        listed = json.loads(_nexus(cwd, environment, "sessions", "--json"))
+        people = sorted(s["label"] for s in listed["items"] if s["label"].startswith("dm:"))
+        if len(people) == 2:
+            break
+        assert time.monotonic() < deadline, f"no sessions for the senders: {listed}"
+        time.sleep(0.2)
+    first, second = (label.removeprefix("dm:") for label in people)
+    merged = _nexus(cwd, environment, "merge", second, "--into", first)
+    primary = re.search(r"primary session: (\S+)", merged)
+    assert primary is not None, merged
+    began = time.monotonic()
+    while True:
+        items = json.loads(_nexus(cwd, environment, "queue", primary.group(1), "--json"))
+        [notice] = [i for i in items if i["payload"].get("kind") == "identity_merge"]
+        if notice["disposition"] is not None:
+            break
+        assert time.monotonic() - began < 20, f"merge notice still waiting: {notice}"
+        time.sleep(0.2)
+    assert notice["disposition"] == "consumed"
 
 
 def _readme_run_command() -> str:

@@ -5,30 +5,50 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
+import redis
 import uvicorn
 
+from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import Say
-from nexus.queueing.coordination import InProcessCoordination
+from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
+from tests.services import REDIS_URL
 from tests.support import FakeClock, free_port
 
 AUTH = {"Authorization": "Bearer tok"}
 Event = tuple[str, str]  # (id, event name)
 
 
+@pytest.fixture(params=["in-process", "redis"])
+def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
+    if request.param == "in-process":
+        yield InProcessCoordination()
+        return
+    client = redis.Redis.from_url(REDIS_URL)
+    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
+    yield RedisCoordination(client, prefix=prefix)
+    keys = list(client.scan_iter(f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
 @pytest.fixture
-def served(database: Database, clock: FakeClock) -> Iterator[tuple[str, Rig]]:
+def served(
+    database: Database, clock: FakeClock, coordination: Coordination
+) -> Iterator[tuple[str, Rig]]:
     """A real uvicorn server whose engine publishes to the coordination the API reads."""
-    coordination = InProcessCoordination()
     rig = build_rig(database, clock)
     rig.engine.publisher = coordination
     app = create_app(
@@ -112,3 +132,45 @@ def test_a_stream_for_an_unknown_session_is_404(served: tuple[str, Rig]) -> None
     base, _ = served
     answer = httpx.get(f"{base}/v1/sessions/nobody/stream", headers=AUTH, timeout=10)
     assert answer.status_code == 404 and "no session" in answer.json()["error"]["message"]
+
+
+def test_a_sent_message_streams_its_queue_progress_and_message_events(
+    served: tuple[str, Rig], coordination: Coordination, clock: FakeClock
+) -> None:
+    """POST …/messages, then the session's run: the SSE route carries the queue item's
+    life, the model's progress and the messages the commit created."""
+    base, rig = served
+    session = rig.session("dm:sse-queue")
+    stream = f"{base}/v1/sessions/dm:sse-queue/stream"
+    live: list[Event] = []
+    listener = threading.Thread(target=_listen, args=(stream, "session.completed", live, {}))
+    listener.start()
+    time.sleep(0.5)  # connected before anything is queued
+    sent = httpx.post(
+        f"{base}/v1/sessions/dm:sse-queue/messages",
+        json={"content": "what is new?", "mode": "queue"},
+        headers=AUTH,
+        timeout=10,
+    )
+    assert sent.status_code == 202, sent.text
+    rig.model.push(Say("nothing much"))
+    runner = SessionRunner(
+        database=rig.database,
+        engine=rig.engine,
+        coordination=coordination,
+        doorbell=RecordingDoorbell(),
+        clock=clock,
+    )
+    assert runner.run(session.id).turns == 1
+    listener.join(timeout=20)
+    names = [name for _, name in live]
+    for promised in (
+        "queue.item.queued",
+        "step.generating",
+        "message.created",
+        "queue.item.consumed",
+        "turn.committed",
+    ):
+        assert promised in names, (promised, names)
+    assert names.index("queue.item.queued") < names.index("session.started")
+    assert names.count("message.created") == 2  # the question and the answer

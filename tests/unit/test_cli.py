@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import inspect
@@ -148,38 +150,87 @@ def test_the_installed_entry_point_runs() -> None:
     assert completed.stdout.strip() == "0.1.0"
 
 
-def test_merge_creates_aliases_and_refuses_nonsense(tmp_path: Path) -> None:
+@contextmanager
+def _served(app: Any) -> Iterator[str]:
+    """`app` on a real loopback server, as `nexus dev` serves it; yields its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from tests.support import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nexus merge` asks the running Nexus, so the merge notice is rung by the server's
+    own doorbell at once (in `nexus dev`, the embedded worker's broker), not found by the
+    relay a timer tick later."""
     from nexus.access.policy import load_policies
+    from nexus.api.app import create_app
+    from nexus.bootstrap import bootstrap
     from nexus.db import Database
     from nexus.doorbell import RecordingDoorbell
     from nexus.event import Author, Container, NexusEvent
     from nexus.ingest.router import process_event
     from nexus.ingest.service import ingest
+    from nexus.settings import Settings
 
     runner.invoke(app, ["db", "upgrade"])
     database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    doorbell = RecordingDoorbell()
     with database.unit_of_work() as uow:
         for sender in ("+1", "+2"):
             event = NexusEvent(id=f"sms:{sender}", adapter="sms", platform="sms",
                                sender=Author(id=sender), container=Container(kind="dm", id=sender),
                                text="hi", occurred_at=0)  # fmt: skip
-            ingest(uow, [event], doorbell)
-            process_event(uow, event.id, load_policies(None), doorbell)
+            ingest(uow, [event], RecordingDoorbell())
+            process_event(uow, event.id, load_policies(None), RecordingDoorbell())
         first = uow.ledger.identity.contact_entity("sms", "+1")
         second = uow.ledger.identity.contact_entity("sms", "+2")
         uow.commit()
-    database.dispose()
     assert first is not None and second is not None
-
-    result = runner.invoke(app, ["merge", second, "--into", first])
-    assert result.exit_code == 0, result.output
-    # Neither session has turns, so the tie goes to the latest activity: the second's.
-    assert f"primary session: dm:{second}" in result.output
-    assert f"alias dm:{first} -> dm:{second}" in result.output
-    refused = runner.invoke(app, ["merge", second, "--into", first])
-    assert refused.exit_code == 1
-    assert "already the same person" in refused.output
+    rung = RecordingDoorbell()
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=rung)
+    try:
+        with _served(create_app(graph)) as url:
+            monkeypatch.setenv("NEXUS_API_URL", url)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            get_settings.cache_clear()
+            result = runner.invoke(app, ["merge", second, "--into", first])
+            assert result.exit_code == 0, result.output
+            # Neither session has turns, so the tie goes to the latest activity: the second's.
+            assert f"primary session: dm:{second}" in result.output
+            assert f"alias dm:{first} -> dm:{second}" in result.output
+            with database.unit_of_work() as uow:
+                primary = uow.ledger.sessions.get_by_label(f"dm:{second}")
+                assert primary is not None
+                [notice] = [
+                    item
+                    for item in uow.ledger.queue.for_session(primary.id)
+                    if item.payload.get("kind") == "identity_merge"
+                ]
+            assert rung.sessions == [primary.id]  # the server rang it, at once
+            assert notice.status.value == "queued"
+            refused = runner.invoke(app, ["merge", second, "--into", first])
+            assert refused.exit_code == 1
+            assert "already the same person" in refused.output
+    finally:
+        database.dispose()
 
 
 def test_hooks_sync_registers_the_directory_and_refuses_to_empty_the_registry(
@@ -213,3 +264,91 @@ def test_hooks_sync_registers_the_directory_and_refuses_to_empty_the_registry(
     assert runner.invoke(app, ["hooks", "sync"]).exit_code == 2
     emptied = runner.invoke(app, ["hooks", "sync", "--allow-empty"])
     assert emptied.exit_code == 0 and "greeter: disabled" in emptied.output
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "reached"),
+    [
+        ("127.0.0.1", 8000, "http://127.0.0.1:8000"),
+        ("127.0.0.1", 9123, "http://127.0.0.1:9123"),
+        ("0.0.0.0", 9124, "http://127.0.0.1:9124"),  # listening everywhere, reached on loopback
+    ],
+    ids=["default", "other-port", "all-interfaces"],
+)
+def test_the_dev_banner_commands_reach_the_server_it_started(
+    monkeypatch: pytest.MonkeyPatch, host: str, port: int, reached: str
+) -> None:
+    """The `nexus send` line the banner suggests, typed as printed into a shell with no
+    Nexus settings, talks to the API that `nexus dev --host/--port` serves."""
+    import shlex
+
+    from nexus.cli.dev import banner
+    from nexus.settings import Settings
+
+    monkeypatch.delenv("NEXUS_API_URL", raising=False)
+    lines = [line.strip() for line in banner(Settings(), host=host, port=port)]
+    commands = [shlex.split(line) for line in lines if "nexus send" in line]
+    assert commands
+    for words in commands:
+        assignments = dict(w.split("=", 1) for w in words[: words.index("nexus")])
+        with monkeypatch.context() as shell:
+            for name, value in assignments.items():
+                shell.setenv(name, value)
+            assert Settings().api_url.rstrip("/") == reached, words
+    [curl] = [line for line in lines if line.startswith("curl")]
+    assert f"{reached}/v1/sessions/main/stream" in curl
+
+
+def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nexus compact` queues through the API; the server's own session runner and model
+    carry it out. The shell's ledger and model settings are never used (here they point
+    at nothing that exists)."""
+    from nexus.api.app import create_app
+    from nexus.bootstrap import bootstrap
+    from nexus.db import Database
+    from nexus.db.migrate import upgrade
+    from nexus.queueing.coordination import InProcessCoordination
+    from nexus.sessions.runner import SessionRunner
+    from nexus.settings import Settings
+    from tests.contract.engine_support import build_rig
+    from tests.support import FakeClock, RunOnRing
+
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    upgrade(url)
+    clock = FakeClock()
+    database = Database(url, clock=clock)
+    rig = build_rig(database, clock)
+    session = rig.session("dm:ent_compact")
+    rig.say(session.id, "the invoice is due Friday")
+    ring = RunOnRing()
+    ring.runner = SessionRunner(
+        database=database,
+        engine=rig.engine,
+        coordination=InProcessCoordination(),
+        doorbell=ring,
+        clock=clock,
+    )
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=ring)
+    try:
+        with _served(create_app(graph)) as served:
+            monkeypatch.setenv("NEXUS_API_URL", served)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            monkeypatch.setenv("NEXUS_DATABASE_URL", f"sqlite:///{tmp_path}/missing/none.db")
+            monkeypatch.setenv("NEXUS_MODEL", "claude-from-the-shell")
+            get_settings.cache_clear()
+            result = runner.invoke(app, ["compact", "dm:ent_compact", "keep dates"])
+        assert result.exit_code == 0, result.output
+        assert ring.reports == ["done"]  # the server's runner took it when rung
+        with database.unit_of_work() as uow:
+            head = uow.ledger.sessions.get(session.id)
+            assert head is not None and head.thread_id is not None
+            view = uow.ledger.threads.get_turn(head.thread_id)
+        assert view is not None and view.turn.turn_type == "compaction"
+        assert f"compacted into {view.turn.id}" in result.output
+        assert view.turn.model == "scripted"  # the server's model, not the shell's
+        assert "keep dates" in rig.model.requests[-1].system
+        assert not (tmp_path / "missing").exists()
+    finally:
+        database.dispose()

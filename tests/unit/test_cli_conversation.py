@@ -103,3 +103,26 @@ def test_tree_shows_the_chain_and_its_forks(three_turns: list[str]) -> None:
     text = runner.invoke(app, ["tree", "dm:ent_cli"])
     assert "fork branch" in text.output
     assert runner.invoke(app, ["tree", "dm:nobody"]).exit_code == 1
+
+
+def test_tree_shows_a_compaction_with_its_summary_first_line(
+    three_turns: list[str], tmp_path: Path
+) -> None:
+    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
+    engine = bootstrap(Settings(), database=database).engine  # the offline model
+    with database.unit_of_work() as uow:
+        session = uow.ledger.sessions.resolve("dm:ent_cli")
+        assert session is not None
+        epoch = uow.ledger.sessions.claim(session.id)
+        uow.commit()
+    compaction = engine.compact(session.id, epoch=epoch)
+    database.dispose()
+    assert compaction.status == "committed" and compaction.summary
+    headline = compaction.summary.splitlines()[0]
+    assert "the invoice is due Friday" in headline
+    found = json.loads(runner.invoke(app, ["tree", "dm:ent_cli", "--json"]).stdout)
+    assert found["turns"][-1]["summary"] == headline
+    shown = runner.invoke(app, ["tree", "dm:ent_cli"]).output
+    turn_id = compaction.turn_id or ""
+    [line] = [line for line in shown.splitlines() if turn_id and turn_id in line]
+    assert "compaction" in line and "Summary: the invoice is due Friday" in line

@@ -60,8 +60,13 @@ def test_env_file_is_read(tmp_path: Path) -> None:
 
 def test_a_database_url_without_scheme_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NEXUS_DATABASE_URL", "nexus.db")
-    with pytest.raises(ValidationError, match="NEXUS_DATABASE_URL must be a SQLAlchemy URL"):
+    with pytest.raises(
+        ValidationError, match="NEXUS_DATABASE_URL must be a SQLAlchemy URL"
+    ) as raised:
         Settings()
+    # The message names what was given, not a template placeholder.
+    assert "got 'nexus.db'" in str(raised.value)
+    assert "{value" not in str(raised.value)
 
 
 @pytest.mark.parametrize(

@@ -119,6 +119,7 @@ class TreeTurn(BaseModel):
     status: str
     query: str | None
     answer: str | None
+    summary: str | None  # a compaction's summary, first line; None for other turns
     branches: list[Branch]
 
 

@@ -96,7 +96,9 @@ class TurnRepository:
         if wrote.consumed != len(draft.consumed):
             raise LedgerConflict(_not_all_open(draft))
         self._insert_tool_calls_and_compaction(draft, rows.now)
-        return CommitOutcome(status="committed", turn_id=draft.id)
+        return CommitOutcome(
+            status="committed", turn_id=draft.id, message_ids=tuple(m["id"] for m in rows.messages)
+        )
 
     def _commit_step_by_step(
         self, draft: TurnDraft, epoch: int, rows: _CommitRows
@@ -115,7 +117,9 @@ class TurnRepository:
         self._insert_tool_calls_and_compaction(draft, rows.now)
         self._run(MOVE_HEAD, rows.head)
         self._consume_items(draft, rows.items)
-        return CommitOutcome(status="committed", turn_id=draft.id)
+        return CommitOutcome(
+            status="committed", turn_id=draft.id, message_ids=tuple(m["id"] for m in rows.messages)
+        )
 
     def _run(
         self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]]
