@@ -135,6 +135,10 @@ def _ping_when_idle(engine: Engine, *, after_s: float) -> None:
                 cursor.execute("SELECT 1")
             finally:
                 cursor.close()
+            # The driver opened a transaction for the ping: close it, so the connection is
+            # handed out idle (a read-only unit of work switches it to autocommit, which a
+            # connection inside a transaction refuses).
+            dbapi_connection.rollback()
         except Exception as error:
             # The pool discards this connection and checks out another (up to three times).
             raise exc.DisconnectionError(f"a pooled connection was dead: {error}") from error

@@ -48,6 +48,15 @@ def test_a_connection_that_died_while_idle_is_replaced_before_use(pooled: Databa
     assert second != first
 
 
+def test_a_pinged_connection_is_handed_out_idle(pooled: Database) -> None:
+    _pid(pooled)  # in the pool now, and pinged at its next checkout
+    with pooled.reading() as reads:  # switching to autocommit needs no open transaction
+        assert reads.ledger.connection.execute(text("SELECT 1")).scalar_one() == 1
+    with pooled.unit_of_work() as uow:
+        uow.ledger.connection.execute(text("SELECT 1"))
+        uow.commit()
+
+
 def test_a_connection_in_steady_use_is_not_pinged(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
