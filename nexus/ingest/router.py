@@ -194,7 +194,7 @@ def _queue_many(
 ) -> list[str]:
     """`queue_into` for several events of one session: one lock, one cap decision, and at
     most one abort signal however many interrupting messages arrived."""
-    waiting = uow.ledger.sessions.lock(session.id)
+    uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
     queued: list[tuple[str, EventRecord, QueueMode]] = []
     abort = False
@@ -203,7 +203,6 @@ def _queue_many(
             NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
         )
         item_ids.append(item_id)
-        waiting += created  # a run may claim some meanwhile: the count can only be lower
         if created:
             queued.append((item_id, event, mode))
         if created and arrivals is not None:
@@ -211,9 +210,7 @@ def _queue_many(
                 abort = True
             else:
                 _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
-    dropped = drop_over_cap(
-        uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting
-    )
+    dropped = drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
     if arrivals is not None:
         if abort:  # first: a running turn stops sooner
             uow.after_commit(partial(arrivals.request_abort, session.id))
@@ -305,14 +302,12 @@ def queue_into(
     # Routers for one session take turns from here to commit: two counting the queue at
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
-    waiting = uow.ledger.sessions.lock(session.id)
+    uow.ledger.sessions.lock(session.id)
     item_id, created = uow.ledger.queue.enqueue(
         NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
     )
     if created:
-        dropped = drop_over_cap(
-            uow, session.id, cap=queueing.cap, policy=queueing.drop, waiting_at_most=waiting + 1
-        )
+        dropped = drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
         if doorbell is not None:
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:

@@ -24,20 +24,11 @@ class Overflow:
     reason: str = ""
 
 
-def drop_over_cap(
-    uow: UnitOfWork,
-    session_id: str,
-    *,
-    cap: int,
-    policy: DropPolicy,
-    waiting_at_most: int | None = None,
-) -> Overflow:
+def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> Overflow:
     """Drop what is over the cap; returns what was dropped. The caller holds the session's
-    lock (`sessions.lock`), so routers count the queue one at a time. `waiting_at_most`: what
-    the caller knows bounds the waiting items (the count its lock read, plus what it
-    queued); within the cap, nothing is read."""
-    if waiting_at_most is not None and cap > 0 and waiting_at_most <= cap:
-        return Overflow()
+    lock (`sessions.lock`), so routers count the queue one at a time. The count is its own
+    statement, after the lock: on Postgres a statement that waited for the lock still reads
+    as of when it started, and would miss what the router it waited for queued."""
     waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
     decision = over_cap(waiting, cap=cap, policy=policy)
     if not decision.dropped:

@@ -163,9 +163,9 @@ def test_a_run_locks_its_sessions_in_one_order_whatever_order_their_events_came_
     with database.unit_of_work() as uow:
         lock = uow.ledger.sessions.lock
 
-        def recording(session_id: str) -> int:
+        def recording(session_id: str) -> None:
             locked.append(session_id)
-            return lock(session_id)
+            lock(session_id)
 
         uow.ledger.sessions.lock = recording  # type: ignore[method-assign]
         drained = route_waiting(uow, POLICIES)

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.enums import CHAIN_STATUSES, QueueStatus, SessionOrigin, SessionStatus
+from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus
 from nexus.ledger.models import (
-    QueueItem,
     Session,
     SessionAlias,
     SessionHistory,
@@ -26,7 +25,6 @@ aliases = table_of(SessionAlias)
 history = table_of(SessionHistory)
 threads = table_of(Thread)
 turns = table_of(Turn)
-queue_items = table_of(QueueItem)
 
 # A longer chain of aliases than this is a circle or corruption; refuse rather than spin.
 MAX_ALIAS_HOPS = 64
@@ -209,14 +207,13 @@ class SessionRepository:
             query = query.where(sessions.c.persona_id == persona_id)
         return [to_record(SessionRecord, row) for row in self._conn.execute(query.limit(limit))]
 
-    def lock(self, session_id: str) -> int:
+    def lock(self, session_id: str) -> None:
         """Hold the session's row until the transaction ends: decisions over its whole queue
         (the cap) are made one at a time, however many routers run (SQLite: always).
-        Returns how many of its items wait (queued) as of now, in the same round trip.
 
         FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it does not block the
         foreign-key checks of rows that reference the session (queue items, turns)."""
-        return int(self._conn.execute(_LOCK, {"session_id": session_id}).scalar_one_or_none() or 0)
+        self._conn.execute(_LOCK, {"session_id": session_id})
 
     def claim(self, session_id: str) -> int:
         """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""
@@ -318,15 +315,8 @@ class SessionRepository:
         )
 
 
-_queued = (
-    select(func.count())
-    .select_from(queue_items)
-    .where(queue_items.c.session_id == sessions.c.id)
-    .where(queue_items.c.status == QueueStatus.QUEUED)
-    .scalar_subquery()
-)
 _LOCK = (
-    select(_queued)
+    select(sessions.c.id)
     .where(sessions.c.id == bindparam("session_id"))
-    .with_for_update(of=sessions, key_share=True)
+    .with_for_update(key_share=True)
 )
