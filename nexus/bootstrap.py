@@ -190,7 +190,9 @@ class Nexus:
             max_tool_iterations=self.settings.max_tool_iterations,
             context_window=self.settings.context_window,
             clock=self.clock,
-            contexts=ContextCache(self.settings.context_cache_sessions),
+            contexts=ContextCache(
+                self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
+            ),
         )
 
     @cached_property

@@ -118,6 +118,8 @@ class Settings(BaseSettings):
     # How many sessions' contexts each process keeps, so a session's next turn reads only
     # the turns after the last one it read (turns never change once committed). 0: none.
     context_cache_sessions: int = Field(default=64, ge=0)
+    # ... and at most this many turns in all, whatever their sessions (bounds the memory).
+    context_cache_turns: int = Field(default=2000, ge=0)
     # How often each worker looks for runs that died (claimed work, no live lease) and rings
     # their sessions, so they resume a lease TTL after the death with no beat running.
     # 0: off (the beat's relay still finds them, a tick later).

@@ -8,10 +8,15 @@ from threading import Lock
 from nexus.ledger.records import ContextRead
 
 DEFAULT_SESSIONS = 64
+# Turns held across all sessions: a context grows until its next compaction, so a count of
+# sessions alone would let a worker's memory grow with its sessions' histories.
+DEFAULT_TURNS = 2_000
 
 
 class ContextCache:
-    """The last context read per session, for the `sessions` most recently used.
+    """The last context read per session, for the `sessions` most recently used and at most
+    `turns` turns in all (the least recently used go first; a context longer than that is
+    not kept).
 
     Safe because turns never change once committed (DESIGN §1 rule 5): a context read at
     turn T is the context at T for good. The ledger decides, on every read, whether the
@@ -19,8 +24,10 @@ class ContextCache:
     turn is the head. `sessions=0` keeps nothing.
     """
 
-    def __init__(self, sessions: int = DEFAULT_SESSIONS) -> None:
+    def __init__(self, sessions: int = DEFAULT_SESSIONS, *, turns: int = DEFAULT_TURNS) -> None:
         self._sessions = sessions
+        self._turns = turns
+        self._held = 0
         self._contexts: OrderedDict[str, ContextRead] = OrderedDict()
         self._lock = Lock()  # `nexus dev` runs turns on several threads
 
@@ -32,13 +39,21 @@ class ContextCache:
             return found
 
     def put(self, session_id: str, context: ContextRead) -> None:
-        if self._sessions <= 0 or context.head is None:
-            return
         with self._lock:
+            replaced = self._contexts.pop(session_id, None)
+            if replaced is not None:
+                self._held -= len(replaced.turns)
+            if self._sessions <= 0 or context.head is None or len(context.turns) > self._turns:
+                return
             self._contexts[session_id] = context
-            self._contexts.move_to_end(session_id)
-            while len(self._contexts) > self._sessions:
-                self._contexts.popitem(last=False)
+            self._held += len(context.turns)
+            while len(self._contexts) > self._sessions or self._held > self._turns:
+                _, evicted = self._contexts.popitem(last=False)
+                self._held -= len(evicted.turns)
+
+    @property
+    def turns_held(self) -> int:
+        return self._held
 
     def __len__(self) -> int:
         return len(self._contexts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, cast
 
 from sqlalchemy import event
 
@@ -91,3 +92,32 @@ def test_the_cache_keeps_the_most_recently_used_sessions() -> None:
     empty = ContextRead(head=None, compaction=None, turns=(), rows_read=0)
     cache.put("d", empty)  # an empty session: nothing worth keeping
     assert cache.get("d") is None
+
+
+def test_the_cache_holds_at_most_its_turns_in_all() -> None:
+    from nexus.ledger.records import ContextRead, ThreadRecord, TurnRecord, TurnView
+
+    def context(turns: int) -> ContextRead:
+        head = ThreadRecord(
+            turn_id="t",
+            parent_turn_id=None,
+            session_id="s",
+            persona_id="p",
+            depth=turns,
+            total_tokens=0,
+            anchor_turn_id="t",
+        )
+        # Only the number of turns counts here: a stand-in turn, not validated.
+        stand_in = cast(Any, TurnRecord).model_construct(id="t")
+        view = TurnView(turn=stand_in, messages=(), tool_calls=())
+        return ContextRead(head=head, compaction=None, turns=(view,) * turns, rows_read=1)
+
+    cache = ContextCache(10, turns=5)
+    cache.put("a", context(2))
+    cache.put("b", context(2))
+    cache.put("a", context(3))  # a grew: replaced, not added to
+    assert cache.turns_held == 5 and len(cache) == 2
+    cache.put("c", context(1))  # over: the least recently used (b) goes
+    assert cache.get("b") is None and cache.turns_held == 4
+    cache.put("d", context(6))  # longer than the whole budget: not kept
+    assert cache.get("d") is None and cache.turns_held == 4
