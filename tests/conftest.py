@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import text
 
+from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.db import Database
 from nexus.db.migrate import upgrade
 from nexus.ledger.models import metadata
+from nexus.queueing.coordination import Coordination, InProcessCoordination
 from tests.services import (
     DEFAULT_DRIVER,
     POSTGRES_DRIVERS,
+    REDIS_URL,
     create_database,
     drop_database,
     postgres_problem,
@@ -117,3 +122,19 @@ def pg_database(
         yield db
     finally:
         db.dispose()
+
+
+@pytest.fixture(params=["in-process", "redis"])
+def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
+    """The coordination port's in-process twin and the real Redis one, each test on both
+    (a module may define its own `coordination` instead)."""
+    if request.param == "in-process":
+        yield InProcessCoordination()
+        return
+    client = redis.Redis.from_url(REDIS_URL)
+    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
+    yield RedisCoordination(client, prefix=prefix)
+    keys = list(client.scan_iter(f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()

@@ -5,31 +5,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
-import pytest
-import redis
-
-from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
-from nexus.queueing.coordination import Coordination, InProcessCoordination, KeepAlive
-from tests.services import REDIS_URL
-
-
-@pytest.fixture(params=["in-process", "redis"])
-def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
-    if request.param == "in-process":
-        yield InProcessCoordination()
-        return
-    client = redis.Redis.from_url(REDIS_URL)
-    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
-    yield RedisCoordination(client, prefix=prefix)
-    keys = list(client.scan_iter(f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+from nexus.queueing.coordination import Coordination, KeepAlive
 
 
 def test_a_lease_is_exclusive_until_released(coordination: Coordination) -> None:

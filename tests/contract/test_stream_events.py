@@ -4,12 +4,7 @@ step.generating among them — read back from the in-process twin and from real 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
-import pytest
-import redis
-
-from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
@@ -17,26 +12,11 @@ from nexus.engine.scripted import Fail, Say
 from nexus.ingest.router import QueuePolicy, queue_into
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, SessionRecord
-from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.queueing.coordination import Coordination
 from nexus.queueing.stream_log import START, StreamEntry
 from nexus.sessions.runner import SessionRunner
 from tests.contract.engine_support import Rig, build_rig
-from tests.services import REDIS_URL
 from tests.support import FakeClock
-
-
-@pytest.fixture(params=["in-process", "redis"])
-def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
-    if request.param == "in-process":
-        yield InProcessCoordination()
-        return
-    client = redis.Redis.from_url(REDIS_URL)
-    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
-    yield RedisCoordination(client, prefix=prefix)
-    keys = list(client.scan_iter(f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
 
 
 def _queue(

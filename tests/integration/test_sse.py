@@ -5,43 +5,25 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
 import uvicorn
 
-from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import Say
-from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.queueing.coordination import Coordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
-from tests.services import REDIS_URL
 from tests.support import FakeClock, free_port
 
 AUTH = {"Authorization": "Bearer tok"}
 Event = tuple[str, str]  # (id, event name)
-
-
-@pytest.fixture(params=["in-process", "redis"])
-def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
-    if request.param == "in-process":
-        yield InProcessCoordination()
-        return
-    client = redis.Redis.from_url(REDIS_URL)
-    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
-    yield RedisCoordination(client, prefix=prefix)
-    keys = list(client.scan_iter(f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
 
 
 @pytest.fixture
