@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nexus.doorbell import RecordingDoorbell
+from nexus.hooks.loader import load_hooks
+from nexus.hooks.service import HookRunner
 from nexus.ids import new_id
 from nexus.ledger.enums import CompactionTrigger, MessageRole, TurnStatus, TurnType
 from nexus.ledger.records import (
@@ -21,6 +23,9 @@ from nexus.ledger.records import (
 from nexus.ledger.repository import Ledger
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from nexus.db import Database
     from nexus.sessions.runner import SessionRunner
 
 
@@ -173,3 +178,17 @@ class RunOnRing(RecordingDoorbell):
         super().session_has_work(session_id)
         if self.runner is not None:
             self.reports.append(self.runner.run(session_id).status)
+
+
+def hook_runner(database: Database, clock: FakeClock, folder: Path, **files: str) -> HookRunner:
+    """A hook runner over `files` (name → source) written into `folder`, registered in the
+    ledger as `nexus hooks sync` would; every file must load."""
+    for name, source in files.items():
+        (folder / f"{name}.py").write_text(source)
+    report = load_hooks(folder)
+    assert report.problems == ()
+    runner = HookRunner(
+        database=database, hooks=report.hooks, doorbell=RecordingDoorbell(), clock=clock
+    )
+    runner.sync()
+    return runner

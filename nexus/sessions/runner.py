@@ -48,9 +48,16 @@ DEFAULT_MAX_ATTEMPTS = 3
 RETRY_BACKOFF_MS = (1_000, 5_000, 30_000)
 
 
-# A claim made: what runs, under which epoch, the inputs' events, the overflow summary owed,
-# and whether more was waiting beside it.
-_Claim = tuple[Run, int, dict[str, EventRecord | None], str | None, bool]
+@dataclass(frozen=True)
+class _Claim:
+    """A claim made: what runs, under which epoch, the inputs' events, the overflow summary
+    owed, and whether more was waiting beside it."""
+
+    plan: Run
+    epoch: int
+    events: dict[str, EventRecord | None]
+    overflow: str | None
+    more: bool
 
 
 @dataclass(frozen=True)
@@ -213,19 +220,19 @@ class SessionRunner:
             waiting = [item for item, _ in found if item.status in OPEN_QUEUE_STATUSES]
             stale = first and any(item.status == QueueStatus.CLAIMED for item in waiting)
             claim = None if stale else self._claim(uow, session_id, found, waiting)
-            if claim is not None and isinstance(claim[0], str):
-                return claim[0], False  # idle or waiting: nothing claimed
+            if isinstance(claim, str):
+                return claim, False  # idle or waiting: nothing claimed
             uow.commit()
         if stale:
             # This run holds the lease, so claims it finds belong to a run that died or lost
             # the lease: settle them, then look again.
             self._reclaim(session_id)
             return self._step(session_id)
-        assert claim is not None and not isinstance(claim[0], str)
-        plan, epoch, events, overflow, more = claim
-        if not plan.items:
+        assert claim is not None
+        if not claim.plan.items:
             return "idle", False
-        return self._run_turn(session_id, epoch, plan, events, overflow), more
+        outcome = self._run_turn(session_id, claim.epoch, claim.plan, claim.events, claim.overflow)
+        return outcome, claim.more
 
     def _claim(
         self,
@@ -233,27 +240,32 @@ class SessionRunner:
         session_id: str,
         found: list[tuple[QueueItemRecord, EventRecord | None]],
         waiting: list[QueueItemRecord],
-    ) -> _Claim | tuple[str]:
+    ) -> _Claim | str:
         """Pick by queue mode and claim under a new epoch, in the caller's transaction."""
         if waiting and waiting[0].status == QueueStatus.CLAIMED:
             # The oldest input is claimed by another run, one that lost the lease without
             # knowing (Redis flushed or restarted): taking a later input would answer out
             # of order. Step aside; that run settles it, or the relay rings if it died.
-            return ("idle",)
+            return "idle"
         queued = [item for item in waiting if item.status == QueueStatus.QUEUED]
         plan = next_work(queued, now_ms=self.clock(), collect_window_ms=self.collect_window_ms)
         if isinstance(plan, Idle):
-            return ("idle",)
+            return "idle"
         if isinstance(plan, WaitUntil):
-            return ("waiting",)
+            return "waiting"
         epoch, claimed = uow.ledger.queue.claim_for_run(
             session_id, [item.id for item in plan.items], lease_ms=self._claim_lease_ms()
         )
         events = {item.event_id: event for item, event in found if item.event_id}
         dropped = [(item, event) for item, event in found if item.status == QueueStatus.DROPPED]
         overflow = summarize_overflow(uow, session_id, pending=dropped) if claimed else None
-        more = len(queued) > len(claimed)
-        return dataclasses.replace(plan, items=tuple(claimed)), epoch, events, overflow, more
+        return _Claim(
+            plan=dataclasses.replace(plan, items=tuple(claimed)),
+            epoch=epoch,
+            events=events,
+            overflow=overflow,
+            more=len(queued) > len(claimed),
+        )
 
     def _claim_lease_ms(self) -> int:
         # A claim outlives the longest turn, so the reaper never reclaims a live one.

@@ -13,13 +13,11 @@ from pathlib import Path
 import pytest
 
 from nexus.db import Database
-from nexus.doorbell import RecordingDoorbell
 from nexus.hooks.breaker import ERRORS_TO_OPEN
-from nexus.hooks.loader import load_hooks
 from nexus.hooks.service import HookRunner
 from nexus.ledger.enums import BreakerState
 from nexus.ledger.records import EventDraft
-from tests.support import FakeClock
+from tests.support import FakeClock, hook_runner
 
 pytestmark = pytest.mark.postgres
 PARALLEL = 8
@@ -55,17 +53,6 @@ def evaluate(ctx: HookContext) -> HookResult:
 )
 
 
-def _runner(database: Database, clock: FakeClock, tmp_path: Path, name: str, source: str):
-    (tmp_path / f"{name}.py").write_text(source)
-    report = load_hooks(tmp_path)
-    assert report.problems == ()
-    runner = HookRunner(
-        database=database, hooks=report.hooks, doorbell=RecordingDoorbell(), clock=clock
-    )
-    runner.sync()
-    return runner
-
-
 def _run_at_once(database: Database, runner: HookRunner, count: int = PARALLEL) -> None:
     """`count` events, each run through the hooks on its own thread, all at once."""
     with database.unit_of_work() as uow:
@@ -95,7 +82,7 @@ def _run_at_once(database: Database, runner: HookRunner, count: int = PARALLEL) 
 def test_every_failure_of_parallel_invocations_counts_toward_the_breaker(
     pg_database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(pg_database, clock, tmp_path, "failing", FAILING)
+    runner = hook_runner(pg_database, clock, tmp_path, failing=FAILING)
     _run_at_once(pg_database, runner)
     with pg_database.unit_of_work() as uow:
         hook = uow.ledger.hooks.get("failing")
@@ -108,7 +95,7 @@ def test_every_failure_of_parallel_invocations_counts_toward_the_breaker(
 def test_a_one_shot_hook_invoked_in_parallel_fires_once(
     pg_database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(pg_database, clock, tmp_path, "once", ONCE)
+    runner = hook_runner(pg_database, clock, tmp_path, once=ONCE)
     _run_at_once(pg_database, runner)
     with pg_database.unit_of_work() as uow:
         hook = uow.ledger.hooks.get("once")
@@ -124,7 +111,7 @@ def test_a_one_shot_hook_invoked_in_parallel_fires_once(
 def test_a_disable_made_while_a_hook_runs_is_not_undone(
     pg_database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(pg_database, clock, tmp_path, "counting", COUNTING)
+    runner = hook_runner(pg_database, clock, tmp_path, counting=COUNTING)
     with pg_database.unit_of_work() as uow:
         uow.ledger.events.insert(
             EventDraft(id="api:1", adapter="api", platform="api", text="x", occurred_at=0)
@@ -146,7 +133,7 @@ def test_a_disable_made_while_a_hook_runs_is_not_undone(
 def test_state_written_by_parallel_invocations_is_all_kept(
     pg_database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(pg_database, clock, tmp_path, "counting", COUNTING)
+    runner = hook_runner(pg_database, clock, tmp_path, counting=COUNTING)
     _run_at_once(pg_database, runner)
     with pg_database.unit_of_work() as uow:
         hook = uow.ledger.hooks.get("counting")

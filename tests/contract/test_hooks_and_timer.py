@@ -11,11 +11,10 @@ from sqlalchemy import event
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.hooks.breaker import COOL_DOWN_MS
-from nexus.hooks.loader import load_hooks
 from nexus.hooks.service import HookRunner
 from nexus.ledger.records import EventDraft
 from nexus.timer.tick import tick, timer_event_id
-from tests.support import FakeClock
+from tests.support import FakeClock, hook_runner
 
 ROUTER_HOOK = """
 from nexus.hooks.spec import HookContext, HookMeta, HookResult, Routing
@@ -50,18 +49,6 @@ def evaluate(ctx: HookContext) -> HookResult:
 """
 
 
-def _runner(database: Database, clock: FakeClock, tmp_path: Path, **files: str) -> HookRunner:
-    for name, source in files.items():
-        (tmp_path / f"{name}.py").write_text(source)
-    report = load_hooks(tmp_path)
-    assert report.problems == ()
-    runner = HookRunner(
-        database=database, hooks=report.hooks, doorbell=RecordingDoorbell(), clock=clock
-    )
-    runner.sync()
-    return runner
-
-
 def _event(database: Database, event_id: str, text: str) -> None:
     with database.unit_of_work() as uow:
         uow.ledger.events.insert(
@@ -73,7 +60,7 @@ def _event(database: Database, event_id: str, text: str) -> None:
 def test_a_fired_hook_queues_its_prompt_once_and_keeps_its_state(
     database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(database, clock, tmp_path, invoices=ROUTER_HOOK)
+    runner = hook_runner(database, clock, tmp_path, invoices=ROUTER_HOOK)
     _event(database, "api:1", "the ACME invoice is attached")
     _event(database, "api:2", "lunch?")
     runner.run("api:1")
@@ -96,7 +83,7 @@ def test_a_fired_hook_queues_its_prompt_once_and_keeps_its_state(
 def test_a_one_shot_hook_fires_once_then_disables_itself(
     database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(database, clock, tmp_path, once=ONCE_HOOK)
+    runner = hook_runner(database, clock, tmp_path, once=ONCE_HOOK)
     for n in range(3):
         _event(database, f"api:{n}", "anything")
         runner.run(f"api:{n}")
@@ -110,7 +97,7 @@ def test_a_one_shot_hook_fires_once_then_disables_itself(
 def test_the_breaker_opens_half_opens_and_closes(
     database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    runner = _runner(database, clock, tmp_path, broken=BROKEN_HOOK)
+    runner = hook_runner(database, clock, tmp_path, broken=BROKEN_HOOK)
     for n in range(7):
         _event(database, f"api:{n}", "x")
         runner.run(f"api:{n}")
@@ -150,9 +137,9 @@ def test_the_breaker_opens_half_opens_and_closes(
 def test_a_hook_file_that_disappears_is_disabled(
     database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
-    _runner(database, clock, tmp_path, invoices=ROUTER_HOOK, once=ONCE_HOOK)
+    hook_runner(database, clock, tmp_path, invoices=ROUTER_HOOK, once=ONCE_HOOK)
     (tmp_path / "once.py").unlink()
-    _runner(database, clock, tmp_path)
+    hook_runner(database, clock, tmp_path)
     with database.unit_of_work() as uow:
         states = {h.name: h.enabled for h in uow.ledger.hooks.all()}
     assert states == {"invoices": True, "once": False}
@@ -175,7 +162,7 @@ def test_two_tickers_at_once_for_three_minutes_fire_each_cron_minute_once(
     pg_database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
     database = pg_database
-    runner = _runner(database, clock, tmp_path, cron=CRON_HOOK)
+    runner = hook_runner(database, clock, tmp_path, cron=CRON_HOOK)
     doorbell = RecordingDoorbell()
     for _ in range(4):  # now, +1, +2, +3 minutes: both "beats" tick each time, racing
         barrier = threading.Barrier(2)
@@ -227,7 +214,7 @@ def test_a_hanging_hook_is_cut_and_the_event_still_routes(
     from nexus.ingest.service import ingest
     from tests.contract.test_routing import _message
 
-    runner = _runner(database, clock, tmp_path, hangs=HANGING_HOOK)
+    runner = hook_runner(database, clock, tmp_path, hangs=HANGING_HOOK)
     doorbell = RecordingDoorbell()
     with database.unit_of_work() as uow:  # what nexus.event.process does: route, then hooks
         ingest(uow, [_message("sms:1", "sms", "+1555", "hello")], doorbell)

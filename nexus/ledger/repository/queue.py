@@ -14,6 +14,7 @@ from nexus.ledger.models import Event, QueueItem, Session, table_of
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import NotFound
+from nexus.ledger.repository.sessions import BUMP_EPOCH
 
 queue_items = table_of(QueueItem)
 events = table_of(Event)
@@ -119,7 +120,7 @@ class QueueRepository:
         statement on Postgres (the epoch bump as a data-modifying CTE); two on SQLite."""
         if self._conn.dialect.name != "postgresql":
             epoch = self._conn.execute(
-                _BUMP_EPOCH, {"run_session": session_id}
+                BUMP_EPOCH, {"bump_session": session_id}
             ).scalar_one_or_none()
             if epoch is None:
                 raise NotFound(f"no session with id {session_id!r}")
@@ -128,7 +129,7 @@ class QueueRepository:
         rows = self._conn.execute(
             _CLAIM_FOR_RUN,
             {
-                "run_session": session_id,
+                "bump_session": session_id,
                 "run_items": list(item_ids),
                 "run_expires_at": now + lease_ms,
                 "run_now": now,
@@ -406,13 +407,7 @@ _OPEN_FOR_RUN = (
     .order_by(queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)
 )
 
-_BUMP_EPOCH = (
-    update(sessions)
-    .where(sessions.c.id == bindparam("run_session"))
-    .values(epoch=sessions.c.epoch + 1)
-    .returning(sessions.c.epoch)
-)
-_bumped = _BUMP_EPOCH.returning(sessions.c.id).cte("bumped")
+_bumped = BUMP_EPOCH.returning(sessions.c.id).cte("bumped")
 _CLAIM_FOR_RUN = (
     update(queue_items)
     .where(

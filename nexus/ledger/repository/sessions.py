@@ -217,12 +217,7 @@ class SessionRepository:
 
     def claim(self, session_id: str) -> int:
         """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""
-        epoch = self._conn.execute(
-            update(sessions)
-            .where(sessions.c.id == session_id)
-            .values(epoch=sessions.c.epoch + 1)
-            .returning(sessions.c.epoch)
-        ).scalar_one_or_none()
+        epoch = self._conn.execute(BUMP_EPOCH, {"bump_session": session_id}).scalar_one_or_none()
         if epoch is None:
             raise NotFound(f"no session with id {session_id!r}")
         return int(epoch)
@@ -319,4 +314,13 @@ _LOCK = (
     select(sessions.c.id)
     .where(sessions.c.id == bindparam("session_id"))
     .with_for_update(key_share=True)
+)
+
+# A run's start: the session's fencing epoch bumped and returned (the queue's one-statement
+# claim on Postgres runs it as a CTE).
+BUMP_EPOCH = (
+    update(sessions)
+    .where(sessions.c.id == bindparam("bump_session"))
+    .values(epoch=sessions.c.epoch + 1)
+    .returning(sessions.c.epoch)
 )
