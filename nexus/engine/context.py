@@ -9,7 +9,7 @@ stored, so a context can be rebuilt from any turn of any thread.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,17 +101,25 @@ def merge_roles(pieces: Iterable[tuple[str, list[Block]]]) -> list[dict[str, Any
     return merged
 
 
-def history_pieces(context: ContextRead) -> list[tuple[str, list[Block]]]:
-    pieces: list[tuple[str, list[Block]]] = []
+Pieces = list[tuple[str, list[Block]]]
+# How a turn is rendered: `turn_pieces`, or a memo of it (turns never change once committed).
+TurnRenderer = Callable[[TurnView], Pieces]
+
+
+def history_pieces(context: ContextRead, render: TurnRenderer | None = None) -> Pieces:
+    render = render or turn_pieces
+    pieces: Pieces = []
     if context.compaction is not None:
         summary = f"{SUMMARY_HEADER}\n{context.compaction.summary}"
         pieces.append(("user", [{"type": "text", "text": summary}]))
     for view in context.turns:
-        pieces.extend(turn_pieces(view))
+        pieces.extend(render(view))
     return pieces
 
 
-def turn_pieces(view: TurnView) -> list[tuple[str, list[Block]]]:
+def turn_pieces(view: TurnView) -> Pieces:
+    """One turn's messages as the model sees them. The blocks are shared by every request
+    built from a memo of this, so nothing may change them in place."""
     return [piece for m in view.messages if (piece := message_to_blocks(m)) is not None]
 
 
@@ -140,9 +148,10 @@ def assemble(
     anchor_depth: int | None = None,
     max_tokens: int = 4096,
     window: int | None = None,
+    render: TurnRenderer | None = None,
 ) -> AssembledContext:
     system = system_prompt(persona, prompt_additions, tools)
-    history = history_pieces(context)
+    history = history_pieces(context, render)
     new = query_pieces(queries)
     request = ModelRequest(
         model=model,

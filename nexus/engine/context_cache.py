@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from threading import Lock
 
-from nexus.ledger.records import ContextRead
+from nexus.engine.context import Pieces, turn_pieces
+from nexus.ledger.records import ContextRead, TurnView
 
 DEFAULT_SESSIONS = 64
 # Turns held across all sessions: a context grows until its next compaction, so a count of
@@ -29,6 +30,8 @@ class ContextCache:
         self._turns = turns
         self._held = 0
         self._contexts: OrderedDict[str, ContextRead] = OrderedDict()
+        # Each turn rendered for the model once, not once per later turn of its session.
+        self._rendered: OrderedDict[str, Pieces] = OrderedDict()
         self._lock = Lock()  # `nexus dev` runs turns on several threads
 
     def get(self, session_id: str) -> ContextRead | None:
@@ -50,6 +53,23 @@ class ContextCache:
             while len(self._contexts) > self._sessions or self._held > self._turns:
                 _, evicted = self._contexts.popitem(last=False)
                 self._held -= len(evicted.turns)
+
+    def rendered(self, view: TurnView) -> Pieces:
+        """`turn_pieces(view)`, computed once per turn while it is among the `turns` most
+        recently rendered."""
+        turn_id = view.turn.id
+        with self._lock:
+            found = self._rendered.get(turn_id)
+            if found is not None:
+                self._rendered.move_to_end(turn_id)
+                return found
+        pieces = turn_pieces(view)
+        if self._sessions > 0:
+            with self._lock:
+                self._rendered[turn_id] = pieces
+                while len(self._rendered) > self._turns:
+                    self._rendered.popitem(last=False)
+        return pieces
 
     @property
     def turns_held(self) -> int:

@@ -142,6 +142,7 @@ class Engine:
             anchor_depth=snapshot.anchor_depth,
             max_tokens=self.max_tokens,
             window=self.context_window,
+            render=self.contexts.rendered,
         )
 
     # -- turns -------------------------------------------------------------------------------

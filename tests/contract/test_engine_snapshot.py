@@ -121,3 +121,21 @@ def test_the_cache_holds_at_most_its_turns_in_all() -> None:
     assert cache.get("b") is None and cache.turns_held == 4
     cache.put("d", context(6))  # longer than the whole budget: not kept
     assert cache.get("d") is None and cache.turns_held == 4
+
+
+def test_each_turn_is_rendered_for_the_model_once(database: Database, clock: FakeClock) -> None:
+    from nexus.engine.context import turn_pieces
+
+    rig = build_rig(database, clock)
+    session = rig.session("rendered")
+    for said in ("one", "two", "three"):
+        rig.say(session.id, said)
+    cache = ContextCache(10, turns=2)
+    views = dataclasses.replace(rig.engine, contexts=cache).snapshot(session.id).context.turns
+    first = [cache.rendered(view) for view in views]
+    assert first == [turn_pieces(view) for view in views]  # the same as rendering afresh
+    again = [cache.rendered(view) for view in views[1:]]
+    assert again[0] is first[1] and again[1] is first[2]  # the two most recent: kept
+    assert cache.rendered(views[0]) is not first[0]  # bounded: the oldest went
+    off = ContextCache(0)
+    assert off.rendered(views[0]) is not off.rendered(views[0])  # a cache of 0 keeps nothing
