@@ -9,7 +9,18 @@ from starlette.exceptions import HTTPException
 
 from nexus import __version__
 from nexus.adapters.inbound.base import Rejected
-from nexus.api import agents, entities, events, hooks, inbound, operations, routing, sessions, turns
+from nexus.api import (
+    agents,
+    aliases,
+    entities,
+    events,
+    hooks,
+    inbound,
+    operations,
+    routing,
+    sessions,
+    turns,
+)
 from nexus.api.auth import TokenCheck
 from nexus.api.deps import ApiState, attach
 from nexus.api.errors import (
@@ -63,6 +74,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         inbound,
         events,
         entities,
+        aliases,
         sessions,
         agents,
         turns,

@@ -1,16 +1,28 @@
-"""Entities: merging two records of one person, and what it does to their sessions."""
+"""/v1/entities: people, their contacts and sessions, owner or known; merging two records."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus.access.keys import dm_key
 from nexus.api.deps import AUTHENTICATED, DatabaseDep, DoorbellDep
 from nexus.api.errors import ApiError
+from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.db import UnitOfWork
 from nexus.identity.merge import merge_entities
+from nexus.ids import new_id
+from nexus.ledger.records import EntityRecord, StorableText
 from nexus.ledger.repository import LedgerConflict, NotFound
 
 router = APIRouter(prefix="/v1/entities", tags=["entities"], dependencies=AUTHENTICATED)
+
+Principal = Literal["owner", "known"]
+# What a platform calls a sender: a short identifier without control characters.
+Identifier = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Name = Annotated[StorableText, Field(min_length=1, max_length=200)]
 
 
 class MergeRequest(BaseModel):
@@ -24,6 +36,143 @@ class MergeResponse(BaseModel):
     root: str
     primary_session: str | None
     aliases_created: list[str]
+
+
+class CreateEntity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    principal: Principal = "known"
+    kind: Annotated[str, Field(min_length=1, max_length=32)] = "person"
+
+
+class UpdateEntity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    principal: Principal | None = None
+
+
+class ContactRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    platform: Identifier
+    sender_id: Identifier
+
+
+class ContactView(BaseModel):
+    platform: str
+    sender_id: str
+    entity_id: str
+    display_name: str | None
+    first_seen_at: int
+    last_seen_at: int
+
+
+class EntityView(BaseModel):
+    id: str
+    kind: str
+    name: str
+    principal: Principal
+    merged_into: str | None
+    tags: list[str]
+
+
+class EntityDetail(EntityView):
+    """An entity with everything of the person it is part of: the entities merged into it,
+    their contacts, the sessions their direct-message keys lead to, and last activity."""
+
+    merged: list[str]
+    contacts: list[ContactView]
+    sessions: list[str]
+    last_seen_at: int | None
+
+
+class ContactAttached(BaseModel):
+    contact: ContactRef
+    entity_id: str
+    previous_entity_id: str | None
+
+
+class ContactDetached(BaseModel):
+    contact: ContactRef
+    entity_id: str  # the entity of its own it went back to
+
+
+def _view(entity: EntityRecord) -> EntityView:
+    return EntityView(
+        id=entity.id,
+        kind=entity.type,
+        name=entity.name,
+        principal="owner" if entity.is_owner else "known",
+        merged_into=entity.merged_into,
+        tags=list(entity.tags),
+    )
+
+
+def _detail(uow: UnitOfWork, entity: EntityRecord) -> EntityDetail:
+    identity = uow.ledger.identity
+    group = identity.merge_group(entity.id) if entity.merged_into is None else [entity.id]
+    sessions: list[str] = []
+    for member in group:
+        session = uow.ledger.sessions.resolve(dm_key(member))
+        if session is not None and session.label not in sessions:
+            sessions.append(session.label)
+    contacts = uow.ledger.entities.contacts_of(group)
+    return EntityDetail(
+        **_view(entity).model_dump(),
+        merged=group[1:],
+        contacts=[ContactView(**contact.model_dump(exclude={"id"})) for contact in contacts],
+        sessions=sessions,
+        last_seen_at=uow.ledger.entities.last_seen(group),
+    )
+
+
+def _entity(uow: UnitOfWork, entity_id: str) -> EntityRecord:
+    found = uow.ledger.identity.get_entity(entity_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no entity {entity_id!r}")
+    return found
+
+
+def _root(uow: UnitOfWork, entity_id: str) -> EntityRecord:
+    """The entity, which must not have been merged away: changes go to the person's root."""
+    entity = _entity(uow, entity_id)
+    if entity.merged_into is not None:
+        root = uow.ledger.identity.canonical_entity(entity.id)
+        raise ApiError(
+            409, "conflict", f"entity {entity_id!r} was merged into {root!r}: change that one"
+        )
+    return entity
+
+
+@router.get("")
+def list_entities(
+    database: DatabaseDep,
+    page: Annotated[PageRequest, Depends(page_request)],
+    merged: Annotated[bool, Query(description="Include entities merged into others.")] = False,
+) -> Page[EntityView]:
+    """Entities in id order; merged-away ones only when asked for."""
+    after = decode_cursor(page.cursor, [str])
+    with database.reading() as uow:
+        rows = uow.ledger.entities.page(
+            after_id=str(after[0]) if after else None, limit=page.limit + 1, merged=merged
+        )
+    return page_body(rows, page.limit, lambda e: (e.id,), _view)
+
+
+@router.post("", status_code=201)
+def create_entity(body: CreateEntity, database: DatabaseDep) -> EntityDetail:
+    """A person (or other entity) to attach contacts to and merge first-contact ones into."""
+    with database.unit_of_work() as uow:
+        created = uow.ledger.identity.create_entity(
+            f"ent_{new_id().lower()}", kind=body.kind, name=body.name
+        )
+        if body.principal == "owner":
+            created = uow.ledger.entities.update(created.id, is_owner=True)
+        detail = _detail(uow, created)
+        uow.commit()
+    return detail
 
 
 @router.post("/merge")
@@ -42,3 +191,57 @@ def merge(body: MergeRequest, database: DatabaseDep, doorbell: DoorbellDep) -> M
         primary_session=result.primary_session,
         aliases_created=list(result.aliases_created),
     )
+
+
+@router.get("/{entity_id}")
+def show_entity(entity_id: str, database: DatabaseDep) -> EntityDetail:
+    """One entity with its contacts, sessions and last activity."""
+    with database.reading() as uow:
+        return _detail(uow, _entity(uow, entity_id))
+
+
+@router.patch("/{entity_id}")
+def update_entity(entity_id: str, body: UpdateEntity, database: DatabaseDep) -> EntityDetail:
+    """Rename an entity, or make it the owner (or a known person again). The principal
+    applies from the next message its contacts send."""
+    if body.name is None and body.principal is None:
+        raise ApiError(400, "nothing_to_change", "give a name or a principal")
+    with database.unit_of_work() as uow:
+        _root(uow, entity_id)
+        owner = None if body.principal is None else body.principal == "owner"
+        updated = uow.ledger.entities.update(entity_id, name=body.name, is_owner=owner)
+        detail = _detail(uow, updated)
+        uow.commit()
+    return detail
+
+
+@router.post("/{entity_id}/contacts", status_code=201)
+def attach_contact(entity_id: str, body: ContactRef, database: DatabaseDep) -> ContactAttached:
+    """Make a platform address this entity's: messages from it route as this person's
+    from the next one on. An address that had an entity of its own leaves it (its
+    conversation stays where it was; merge the entities instead to carry it over)."""
+    with database.unit_of_work() as uow:
+        _root(uow, entity_id)
+        previous = uow.ledger.entities.attach(entity_id, body.platform, body.sender_id)
+        uow.commit()
+    return ContactAttached(contact=body, entity_id=entity_id, previous_entity_id=previous)
+
+
+@router.delete("/{entity_id}/contacts")
+def detach_contact(
+    entity_id: str,
+    database: DatabaseDep,
+    platform: Annotated[str, Query(min_length=1, max_length=255)],
+    sender_id: Annotated[str, Query(min_length=1, max_length=255)],
+) -> ContactDetached:
+    """Take an address from this entity: it goes back to an entity of its own."""
+    contact = ContactRef(platform=platform, sender_id=sender_id)
+    try:
+        with database.unit_of_work() as uow:
+            own = uow.ledger.entities.detach(entity_id, platform, sender_id)
+            uow.commit()
+    except NotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
+    except LedgerConflict as error:
+        raise ApiError(409, "conflict", str(error)) from error
+    return ContactDetached(contact=contact, entity_id=own)

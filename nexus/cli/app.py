@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
+from nexus.cli import people
 from nexus.settings import Settings, get_settings
 
 app = typer.Typer(
@@ -160,6 +161,13 @@ def merge(
     from nexus.cli.remote import merge as merge_remote
 
     merge_remote(_settings(), into=into, merged=entities)
+
+
+# People and aliases (nexus/cli/people.py): `entities`, `entity …`, `aliases`, `alias …`.
+app.command("entities")(people.list_entities)
+app.add_typer(people.entity_app, name="entity")
+app.command("aliases")(people.list_aliases)
+app.add_typer(people.alias_app, name="alias")
 
 
 @app.command("turn")

@@ -300,6 +300,18 @@ class EntityRecord(Record):
     is_owner: bool
 
 
+class ContactRecord(Record):
+    """One (platform, sender) and the entity it belongs to."""
+
+    id: str
+    platform: str
+    sender_id: str
+    entity_id: str
+    display_name: str | None
+    first_seen_at: int
+    last_seen_at: int
+
+
 class EventDraft(Record):
     id: str = Field(min_length=1, max_length=255)
     adapter: str

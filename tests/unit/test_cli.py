@@ -6,9 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import inspect
@@ -20,6 +18,7 @@ from nexus.db.engine import build_engine
 from nexus.db.migrate import head_revision
 from nexus.settings import get_settings
 from tests.services import REDIS_URL, with_driver
+from tests.support import served_app
 
 runner = CliRunner()
 
@@ -150,31 +149,6 @@ def test_the_installed_entry_point_runs() -> None:
     assert completed.stdout.strip() == "0.1.0"
 
 
-@contextmanager
-def _served(app: Any) -> Iterator[str]:
-    """`app` on a real loopback server, as `nexus dev` serves it; yields its URL."""
-    import threading
-    import time
-
-    import uvicorn
-
-    from tests.support import free_port
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,7 +181,7 @@ def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
     rung = RecordingDoorbell()
     graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=rung)
     try:
-        with _served(create_app(graph)) as url:
+        with served_app(create_app(graph)) as url:
             monkeypatch.setenv("NEXUS_API_URL", url)
             monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
             get_settings.cache_clear()
@@ -332,7 +306,7 @@ def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings
     )
     graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=ring)
     try:
-        with _served(create_app(graph)) as served:
+        with served_app(create_app(graph)) as served:
             monkeypatch.setenv("NEXUS_API_URL", served)
             monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
             monkeypatch.setenv("NEXUS_DATABASE_URL", f"sqlite:///{tmp_path}/missing/none.db")

@@ -9,6 +9,7 @@ from sqlalchemy import Connection
 from nexus.ids import Clock, now_ms
 from nexus.ledger.repository.agents import AgentRepository
 from nexus.ledger.repository.deliveries import DeliveryRepository
+from nexus.ledger.repository.entities import EntityRepository
 from nexus.ledger.repository.errors import (
     LabelTaken,
     LedgerConflict,
@@ -67,6 +68,10 @@ class Ledger:
     @cached_property
     def identity(self) -> IdentityRepository:
         return IdentityRepository(self.connection, self.clock)
+
+    @cached_property
+    def entities(self) -> EntityRepository:
+        return EntityRepository(self.connection, self.clock)
 
     @cached_property
     def queue(self) -> QueueRepository:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus
@@ -146,6 +147,17 @@ class SessionRepository:
         ).all()
         return [(row.alias, row.reason) for row in rows]
 
+    def alias_page(self, *, after: str | None, limit: int) -> list[AliasRow]:
+        """(alias, session label, reason, created at) in alias order, after `after`."""
+        query = _ALIAS_ROWS.order_by(aliases.c.alias)
+        if after is not None:
+            query = query.where(aliases.c.alias > after)
+        return [_alias_row(row) for row in self._conn.execute(query.limit(limit))]
+
+    def alias(self, alias: str) -> AliasRow | None:
+        row = self._conn.execute(_ALIAS_ROWS.where(aliases.c.alias == alias)).one_or_none()
+        return None if row is None else _alias_row(row)
+
     def _one(self, condition: object) -> SessionRecord | None:
         row = self._conn.execute(
             select(*columns_for(sessions, SessionRecord)).where(condition)  # type: ignore[arg-type]
@@ -258,6 +270,16 @@ class SessionRepository:
         )
         return bool(result.rowcount)
 
+    def remove_alias(self, alias: str) -> str:
+        """Delete `alias`; returns the label it led to. What is addressed to it from now on
+        goes to the session with that label, if one exists, or starts one."""
+        serialize(self._conn, ALIAS_WRITERS)
+        target = self._alias_target(alias)
+        if target is None:
+            raise NotFound(f"no alias {alias!r}")
+        self._conn.execute(delete(aliases).where(aliases.c.alias == alias))
+        return target
+
     def _check_alias(self, alias: str, session_label: str) -> None:
         # Alias writers take turns, so two of them cannot each close half of a circle that
         # neither sees (a → b and b → a, committed at once).
@@ -308,6 +330,17 @@ class SessionRepository:
                 changed_at=now,
             )
         )
+
+
+# An alias as listed: (alias, the label it points at, why it was written, when).
+AliasRow = tuple[str, str, str | None, int]
+_ALIAS_ROWS = select(
+    aliases.c.alias, aliases.c.session_label, aliases.c.reason, aliases.c.created_at
+)
+
+
+def _alias_row(row: Any) -> AliasRow:
+    return (row.alias, row.session_label, row.reason, int(row.created_at))
 
 
 _LOCK = (

@@ -1,0 +1,74 @@
+"""`nexus entities/entity/aliases/alias` against a real server over loopback (SQLite)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nexus.api.app import create_app
+from nexus.bootstrap import bootstrap
+from nexus.cli.app import app
+from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
+from nexus.settings import Settings, get_settings
+from tests.support import served_app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    try:
+        with served_app(create_app(graph)) as url:
+            monkeypatch.setenv("NEXUS_API_URL", url)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            get_settings.cache_clear()
+            yield database
+    finally:
+        get_settings.cache_clear()
+        database.dispose()
+
+
+def _run(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_entities_are_created_shown_and_given_contacts(server: Database) -> None:
+    created = _run("entity", "create", "Ada Lovelace", "--owner", "--json")
+    entity_id = created.split('"id": "')[1].split('"')[0]
+    assert _run("entity", "attach", entity_id, "sms:+15550001") == f"sms:+15550001 -> {entity_id}\n"
+    shown = _run("entity", entity_id)  # `nexus entity ID` shows it
+    assert f"{entity_id}  Ada Lovelace  (owner)" in shown
+    assert "contact sms:+15550001" in shown
+    _run("entity", "rename", entity_id, "Ada")
+    _run("entity", "principal", entity_id, "known")
+    assert "Ada  (known)" in _run("entity", "show", entity_id)
+    assert entity_id in _run("entities")
+    detached = _run("entity", "detach", entity_id, "sms:+15550001")
+    assert detached.startswith("sms:+15550001 -> ent_")
+    refused = runner.invoke(app, ["entity", "attach", entity_id, "no-colon"])
+    assert refused.exit_code == 2 and "PLATFORM:SENDER" in refused.output
+    missing = runner.invoke(app, ["entity", "ent_nobody"])
+    assert missing.exit_code == 1 and "no entity" in missing.output
+
+
+def test_aliases_are_added_listed_and_removed_and_circles_refused(server: Database) -> None:
+    for label in ("support", "team"):
+        runner.invoke(app, ["send", label, "hi"])  # creates the sessions
+    assert _run("alias", "add", "help", "support") == "alias help -> support\n"
+    listed = _run("aliases")
+    assert "help" in listed and "manual" in listed
+    circle = runner.invoke(app, ["alias", "add", "support", "help"])
+    assert circle.exit_code == 1 and "circle" in circle.output
+    assert _run("alias", "remove", "help") == "removed alias help (it led to support)\n"
+    gone = runner.invoke(app, ["alias", "remove", "help"])
+    assert gone.exit_code == 1 and "no alias" in gone.output
