@@ -69,6 +69,7 @@ class SessionRecord(Record):
     thread_id: str | None
     epoch: int
     origin: SessionOrigin
+    root_turn_id: str | None = None
     status: str
     routing_key: str | None = None
     is_subagent: bool = False

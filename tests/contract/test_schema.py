@@ -61,13 +61,15 @@ def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'nexus.db'}"
-    upgrade(url, "0003")
+    upgrade(url)
     database = Database(url)
     try:
-        with database.unit_of_work() as uow:
+        with database.unit_of_work() as uow:  # written at head: today's code writes today's
             session = new_session(uow.ledger)
             chain = build_chain(uow.ledger, session, 12, compact_every=5, keep=2)
             uow.commit()
+        database.dispose()
+        command.downgrade(alembic_config(url), "0003")
         with database.unit_of_work() as uow:
             before = uow.ledger.threads.read_context(chain[-1])
             moves = uow.ledger.sessions.history(session.id)
@@ -85,8 +87,32 @@ def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
         assert after == before and len(moves) == 13
         assert tables["threads"].rstrip().endswith("WITHOUT ROWID")
         assert tables["session_history"].rstrip().endswith("WITHOUT ROWID")
+        database.dispose()
         command.downgrade(alembic_config(url), "0003")  # and back, rows intact
         with database.unit_of_work() as uow:
             assert uow.ledger.threads.read_context(chain[-1]) == before
     finally:
         database.dispose()
+
+
+def test_migration_0005_records_each_sessions_first_turn(database: Database) -> None:
+    """Commits set `root_turn_id` once; the migration fills it in for sessions it finds."""
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        chain = build_chain(uow.ledger, session, 4, compact_every=None, keep=0)
+        empty = new_session(uow.ledger, "empty")
+        uow.commit()
+    with database.unit_of_work() as uow:
+        found = uow.ledger.sessions.get(session.id)
+        assert found is not None and found.root_turn_id == chain[0]
+        uow.connection.exec_driver_sql("UPDATE sessions SET root_turn_id = NULL")
+        uow.commit()
+    url = database.engine.url.render_as_string(hide_password=False)
+    database.dispose()
+    command.downgrade(alembic_config(url), "0004")
+    upgrade(url)
+    with database.unit_of_work() as uow:
+        refilled = uow.ledger.sessions.get(session.id)
+        untouched = uow.ledger.sessions.get(empty.id)
+    assert refilled is not None and refilled.root_turn_id == chain[0]
+    assert untouched is not None and untouched.root_turn_id is None

@@ -38,6 +38,9 @@ class Session(Base):
             initially="DEFERRED",
         )
     )
+    # The first turn committed in the session (seed 001), set by that turn's commit. No
+    # foreign key: SQLite cannot add one to an existing table that others reference.
+    root_turn_id: Mapped[str | None] = mapped_column(String(26))
     epoch: Mapped[int] = mapped_column(BigInteger, default=0)
     origin: Mapped[str] = mapped_column(String(16), default=SessionOrigin.USER)
     status: Mapped[str] = mapped_column(String(16), default=SessionStatus.ACTIVE)

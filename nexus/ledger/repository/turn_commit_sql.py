@@ -75,6 +75,13 @@ THREAD_COLUMNS = [
     "created_at",
 ]
 
+# What a head move writes; the session's first turn is its root, kept once set.
+_MOVED_VALUES = {
+    "thread_id": bindparam("head_new"),
+    "updated_at": bindparam("head_now"),
+    "root_turn_id": func.coalesce(sessions.c.root_turn_id, bindparam("head_new", type_=String)),
+}
+
 # The compare-and-set: the head moves only if neither it nor the epoch moved since the run
 # began. It takes the session's row lock (Postgres re-checks the condition against a
 # concurrent winner's committed row), so every later write of the commit queues behind it.
@@ -83,7 +90,7 @@ MOVE_HEAD_IF_UNCHANGED = (
     .where(sessions.c.id == bindparam("head_session_id"))
     .where(sessions.c.epoch == bindparam("head_epoch"))
     .where(sessions.c.thread_id.is_not_distinct_from(bindparam("head_expected", type_=String)))
-    .values(thread_id=bindparam("head_new"), updated_at=bindparam("head_now"))
+    .values(**_MOVED_VALUES)
     .returning(sessions.c.persona_id)
 )
 
@@ -101,9 +108,7 @@ CHECK_HEAD = (
     .with_for_update()
 )
 MOVE_HEAD = (
-    update(sessions)
-    .where(sessions.c.id == bindparam("head_session_id"))
-    .values(thread_id=bindparam("head_new"), updated_at=bindparam("head_now"))
+    update(sessions).where(sessions.c.id == bindparam("head_session_id")).values(**_MOVED_VALUES)
 )
 READ_HEAD = select(sessions.c.thread_id, sessions.c.epoch).where(
     sessions.c.id == bindparam("session_id")
