@@ -58,35 +58,42 @@ def _rss(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def _post_huge(port: int, path: str) -> bytes:
-    """POST HOSTILE bytes without a token, as a hostile client would: all of it, whatever
-    the server answers first; returns the server's answer."""
+def _post_huge(port: int, path: str, *, token: str | None, chunked: bool) -> bytes:
+    """POST HOSTILE bytes as a hostile client would: all of it, whatever the server answers
+    first; returns the server's answer."""
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += f"Authorization: Bearer {token}\r\n" if token else ""
+    head += "Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {HOSTILE}\r\n"
+    data = b"[" + b"0," * (MiB // 2 - 1) + b"0"
+    chunk = f"{len(data):x}\r\n".encode() + data + b"\r\n" if chunked else data
     with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {HOSTILE}\r\n\r\n"
-        )
-        client.sendall(head.encode())
-        chunk = b"[" + b"0," * (MiB // 2 - 1) + b"0"
+        client.sendall(f"{head}\r\n".encode())
         try:
-            for _ in range(HOSTILE // len(chunk)):
+            for _ in range(HOSTILE // len(data)):
                 client.sendall(chunk)
+            client.sendall(b"0\r\n\r\n" if chunked else b"")
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server may stop listening once it has answered
         return client.recv(4096)
 
 
-def test_an_unauthenticated_80_mb_post_leaves_the_api_process_small(
-    api_process: tuple[int, int],
+@pytest.mark.parametrize(
+    ("token", "chunked", "status"),
+    [(None, False, b"401"), (None, True, b"401"), ("tok", False, b"413"), ("tok", True, b"413")],
+    ids=["no-token", "no-token-chunked", "declared", "chunked"],
+)
+def test_an_80_mb_post_leaves_the_api_process_small(
+    api_process: tuple[int, int], token: str | None, chunked: bool, status: bytes
 ) -> None:
     pid, port = api_process
     warm = httpx.post(f"http://127.0.0.1:{port}/v1/events", json={}, timeout=10)
     assert warm.status_code == 401
     before = _rss(pid)
-    answer = _post_huge(port, "/v1/events")
+    answer = _post_huge(port, "/v1/events", token=token, chunked=chunked)
     time.sleep(0.5)
     grown = _rss(pid) - before
     print(f"RSS before {before / MiB:.1f} MiB, growth {grown / MiB:.1f} MiB")
-    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
-    assert b"www-authenticate: bearer" in answer.lower()
+    assert answer.startswith(b"HTTP/1.1 " + status), answer[:200]
+    if status == b"401":
+        assert b"www-authenticate: bearer" in answer.lower()
     assert grown < 16 * MiB, f"the API grew by {grown / MiB:.0f} MiB"
