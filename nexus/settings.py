@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     policies: str | None = None
     hooks_dir: str = "./hooks"
     api_tokens: SecretStr | None = None
+    # Tokens that may also post events as a platform Nexus serves (answered in its chats).
+    api_admin_tokens: SecretStr | None = None
     # Where the CLI finds a running Nexus (`nexus send`, `nexus sessions`), and its token.
     api_url: str = "http://127.0.0.1:8000"
     api_token: SecretStr | None = None
@@ -63,7 +65,7 @@ class Settings(BaseSettings):
     # The base URL platforms call (https://bot.example.com): Twilio signs the URL it requested,
     # which a TLS-terminating proxy hides from the app.
     public_url: str | None = None
-    # Inbound bodies above this are refused with 413 before they are read.
+    # Any /v1 body above this is refused with 413 before it is read (or as it streams in).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
     # Outbound senders: tokens, and API bases that tests (or a proxy) may point elsewhere.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import SecretStr
 from starlette.exceptions import HTTPException
 
 from nexus import __version__
@@ -31,6 +32,7 @@ from nexus.api.errors import (
     rejected_handler,
     unavailable_handler,
 )
+from nexus.api.middleware import RequestGuard
 from nexus.bootstrap import Nexus
 
 
@@ -42,10 +44,15 @@ async def _validation_handler(_request: object, error: Exception) -> JSONRespons
 async def _http_error_handler(_request: object, error: Exception) -> JSONResponse:
     """Starlette's own errors (no such route, method not allowed) in the one error shape."""
     assert isinstance(error, HTTPException)
-    kind = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+    kinds = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+    kind = kinds.get(error.status_code, "http_error")
     return JSONResponse(
         error_body(kind, str(error.detail)), status_code=error.status_code, headers=error.headers
     )
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
@@ -58,10 +65,16 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     # Built now rather than on the first webhook: the adapters import their platforms'
     # libraries, and a request should not pay for that (nor look like it grew the server).
     nexus.inbound_adapters  # noqa: B018
-    api_tokens = settings.api_tokens.get_secret_value() if settings.api_tokens else None
     app = FastAPI(title="Nexus", version=__version__, docs_url="/docs")
-    tokens = TokenCheck.from_setting(api_tokens, open_on_loopback=open_on_loopback)
+    tokens = TokenCheck.from_setting(
+        _secret(settings.api_tokens),
+        admin_tokens=_secret(settings.api_admin_tokens),
+        open_on_loopback=open_on_loopback,
+    )
     attach(app, ApiState(nexus=nexus, tokens=tokens))
+    # Before any route or body parser: NUL is 400, the token is checked from the headers,
+    # and no /v1 body over the limit is read.
+    app.add_middleware(RequestGuard, tokens=tokens, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)

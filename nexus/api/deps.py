@@ -59,7 +59,11 @@ async def settings(graph: NexusDep) -> Settings:
 
 
 async def caller(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Caller:
-    """The authenticated caller of a /v1 route (401 otherwise)."""
+    """The authenticated caller of a /v1 route (401 otherwise): the request guard checked
+    the token before the body was read and left the caller in the request's state."""
+    checked = request.scope.get("state", {}).get("caller")
+    if isinstance(checked, Caller):
+        return checked
     client = request.client.host if request.client else None
     return state.tokens.verify(request.headers.get("authorization"), client)
 

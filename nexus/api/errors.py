@@ -20,11 +20,19 @@ RETRY_AFTER_S = 5
 class ApiError(Exception):
     """An error the API answers with its own status and a message a caller can act on."""
 
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(
+        self, status: int, kind: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.message = message
+        self.headers = headers
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(
+            error_body(self.kind, self.message), status_code=self.status, headers=self.headers
+        )
 
 
 def error_body(kind: str, message: str) -> dict[str, dict[str, str]]:
@@ -33,7 +41,7 @@ def error_body(kind: str, message: str) -> dict[str, dict[str, str]]:
 
 async def api_error_handler(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ApiError)
-    return JSONResponse(error_body(error.kind, error.message), status_code=error.status)
+    return error.response()
 
 
 async def rejected_handler(_request: Request, error: Exception) -> JSONResponse:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError
-from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS
+from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS, CallerSource
 from nexus.bootstrap import Nexus
 from nexus.ingest.direct import send_to_session
 from nexus.ledger.enums import MessageSource, QueueMode
@@ -34,7 +34,7 @@ class RouteRequest(BaseModel):
     smart: bool | None = None
     content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     mode: QueueMode | None = None
-    source: MessageSource = MessageSource.HUMAN
+    source: CallerSource = MessageSource.HUMAN
 
     @model_validator(mode="after")
     def _one_target_at_most(self) -> RouteRequest:

@@ -33,7 +33,7 @@ from nexus.db import UnitOfWork
 from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED
 from nexus.ingest.direct import request_compaction, send_to_session
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigin
-from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
+from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
 from nexus.ledger.repository import LabelTaken, NotFound
 from nexus.queueing.coordination import Coordination
 
@@ -110,11 +110,20 @@ def create_session(body: CreateSession, database: DatabaseDep) -> SessionView:
     return view
 
 
+def _new_label(label: str) -> None:
+    try:
+        check_new_label(label)
+    except ValueError as error:
+        raise ApiError(422, "invalid_request", str(error)) from error
+
+
 # -- talking to a session --------------------------------------------------------------------
 
 
 def _send(graph: Nexus, label: str, body: SendMessage) -> Queued:
     with graph.database.unit_of_work() as uow:
+        if uow.ledger.sessions.resolve(label) is None:
+            _new_label(label)  # a missing session is created: under a label a caller may choose
         queued = send_to_session(
             uow,
             label,

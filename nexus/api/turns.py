@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError
 from nexus.db.unit_of_work import UnitOfWork
-from nexus.ledger.records import SessionLabel, SessionRecord, TurnView
+from nexus.ledger.records import NewSessionLabel, SessionRecord, TurnView
 from nexus.ledger.repository import LabelTaken, NotForkable
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"], dependencies=AUTHENTICATED)
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1/turns", tags=["turns"], dependencies=AUTHENTICATE
 class ForkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    label: SessionLabel | None = None  # None: the ledger names it fork-<id>
+    label: NewSessionLabel | None = None  # None: the ledger names it fork-<id>
 
 
 class TurnThread(BaseModel):

@@ -38,6 +38,23 @@ def _check_label(value: str) -> str:
 SessionLabel = Annotated[str, AfterValidator(_check_label)]
 
 
+def check_new_label(value: str) -> str:
+    """The rule for a label a caller chooses (an existing one may hold `/`: a platform's key,
+    `group:github:owner/name`). In a URL `/v1/sessions/a/turns` could not tell the session
+    `a/turns` from the turns of `a`, so a new label has no `/`."""
+    _check_label(value)
+    if "/" in value:
+        raise ValueError(
+            "a new session label cannot contain '/': in /v1/sessions/{label}/… it would "
+            f"read as a path ({value!r})"
+        )
+    return value
+
+
+# A label a caller names a new session with: one rule, for every route that takes one.
+NewSessionLabel = Annotated[str, AfterValidator(check_new_label)]
+
+
 def _check_storable(value: str) -> str:
     if "\x00" in value:
         raise ValueError("text cannot contain NUL (U+0000): the ledger cannot store it")

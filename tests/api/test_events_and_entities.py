@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -42,14 +43,12 @@ def test_a_bridge_event_is_ingested_once_and_can_be_looked_up(database: Database
     first = client.post("/v1/events", json=_imessage(), headers=AUTH)
     again = client.post("/v1/events", json=_imessage(), headers=AUTH)
     assert first.status_code == 202
-    assert first.json() == {
-        "event_id": "imessage:p:+15551234567/1",
-        "duplicate": False,
-        "routable": True,
-    }
-    assert again.status_code == 200 and again.json()["duplicate"] is True
-    assert doorbell.events == ["imessage:p:+15551234567/1"]
-    found = client.get("/v1/events/imessage:p:+15551234567/1", headers=AUTH)
+    # Stored under the caller's namespace, apart from any platform's ids.
+    stored = f"api:{hashlib.sha256(TOKEN.encode()).hexdigest()[:8]}:imessage:p:+15551234567/1"
+    assert first.json() == {"event_id": stored, "duplicate": False, "routable": True}
+    assert again.status_code == 200 and again.json() == first.json() | {"duplicate": True}
+    assert doorbell.events == [stored]
+    found = client.get(f"/v1/events/{stored}", headers=AUTH)
     assert found.status_code == 200
     assert (found.json()["status"], found.json()["sender_name"]) == ("received", "Mom")
     assert client.get("/v1/events/nope", headers=AUTH).status_code == 404
@@ -108,14 +107,15 @@ def test_without_tokens_the_api_is_closed_unless_open_on_loopback(database: Data
 
 def test_merge_through_the_api(database: Database) -> None:
     client, doorbell = _client(database)
+    stored = []
     for number, event_id in (("+1", "imessage:a"), ("+2", "imessage:b")):
         body = _imessage(event_id) | {
             "sender": {"id": number},
             "container": {"kind": "dm", "id": number},
         }
-        client.post("/v1/events", json=body, headers=AUTH)
+        stored.append(client.post("/v1/events", json=body, headers=AUTH).json()["event_id"])
     with database.unit_of_work() as uow:
-        for event_id in ("imessage:a", "imessage:b"):
+        for event_id in stored:
             process_event(uow, event_id, load_policies(None), doorbell)
         first = uow.ledger.identity.contact_entity("imessage", "+1")
         second = uow.ledger.identity.contact_entity("imessage", "+2")

@@ -202,6 +202,9 @@ def test_a_nul_character_from_a_platform_is_kept_as_a_replacement_character(
 
 
 def test_an_unknown_route_answers_in_the_error_shape(database: Database) -> None:
-    response = Client(database).post("/v1/no/such/route", b"{}")
+    client = Client(database, api_tokens="tok")
+    response = client.post("/v1/no/such/route", b"{}", {"Authorization": "Bearer tok"})
     assert response.status_code == 404
     assert response.json() == {"error": {"type": "not_found", "message": "Not Found"}}
+    # Without a token, /v1 says nothing about which routes exist.
+    assert client.post("/v1/no/such/route", b"{}", {}).status_code == 401

@@ -169,6 +169,6 @@ def test_nul_in_content_persona_or_label_is_a_clean_client_error(database: Datab
     persona = client.post("/v1/sessions", json={"label": "x", "persona": "p\x00"}, headers=AUTH)
     assert persona.status_code == 422 and "NUL" in persona.json()["error"]["message"]
     for path in ("/v1/sessions/a%00b", "/v1/sessions/a%00b/turns", "/v1/sessions/a%00b/queue"):
-        assert client.get(path, headers=AUTH).status_code == 404, path
+        assert client.get(path, headers=AUTH).status_code == 400, path
     with database.unit_of_work() as uow:
         assert uow.ledger.sessions.resolve("main") is None  # nothing half-written

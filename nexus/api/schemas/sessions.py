@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from nexus.ingest.direct import DEFAULT_PERSONA
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import (
+    NewSessionLabel,
     QueueItemRecord,
-    SessionLabel,
     SessionRecord,
     StorableText,
     TurnView,
 )
 
 MAX_MESSAGE_CHARS = 100_000
+# What an API caller may say a message comes from. agent, cron, trigger and event are
+# Nexus's own origins: their answers go where the session last heard from a person.
+CALLER_SOURCES = (MessageSource.HUMAN, MessageSource.WEBHOOK)
+
+
+def _check_caller_source(value: MessageSource) -> MessageSource:
+    if value not in CALLER_SOURCES:
+        allowed = " or ".join(repr(str(source)) for source in CALLER_SOURCES)
+        raise ValueError(f"source {str(value)!r} is Nexus's own; an API caller sends {allowed}")
+    return value
+
+
+CallerSource = Annotated[MessageSource, AfterValidator(_check_caller_source)]
 
 
 class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    label: SessionLabel
+    label: NewSessionLabel
     persona: StorableText = Field(default=DEFAULT_PERSONA, min_length=1, max_length=200)
     queue_mode: QueueMode | None = None
 
@@ -38,7 +53,7 @@ class SendMessage(BaseModel):
     content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     mode: QueueMode | None = None
     persona: StorableText | None = Field(default=None, min_length=1, max_length=200)
-    source: MessageSource = MessageSource.HUMAN
+    source: CallerSource = MessageSource.HUMAN
 
 
 class Queued(BaseModel):
