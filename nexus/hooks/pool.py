@@ -84,17 +84,20 @@ class HookPool:
                 self._idle.append(hook_process)
                 return
         self.discard(hook_process, refill=False)
+        hook_process.connection.close()
 
     def discard(self, hook_process: HookProcess, *, refill: bool = True) -> None:
-        """Kill it with whatever it started, and start its replacement."""
+        """Kill it with whatever it started, and start its replacement. Its socket is left
+        to the thread that was using it, which closes it when it is done (closing it under
+        that thread could hand its number to another file meanwhile)."""
         with self._lock:
             owned = self._owner == os.getpid() and hook_process in self._all
             self._all.discard(hook_process)
+            wanted = owned and refill and len(self._idle) < self.size
         if owned:
             _kill(hook_process)
-        if owned and refill:
-            replacement = self._start()
-            self.release(replacement)
+        if wanted:
+            self.release(self._start())
 
     def idle(self) -> int:
         with self._lock:
@@ -105,10 +108,13 @@ class HookPool:
         with self._lock:
             self._adopt()
             processes = list(self._all)
+            idle = list(self._idle)
             self._all.clear()
             self._idle.clear()
         for hook_process in processes:
             _kill(hook_process)
+        for hook_process in idle:  # the busy ones' threads close theirs
+            hook_process.connection.close()
 
     def _start(self) -> HookProcess:
         ours, theirs = socket.socketpair()
@@ -172,7 +178,6 @@ def _kill(hook_process: HookProcess) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(hook_process.process.pid, signal.SIGKILL)
     hook_process.process.wait()
-    hook_process.connection.close()
 
 
 def _kill_all(processes: set[HookProcess], owner: int) -> None:

@@ -40,11 +40,19 @@ class RemoteCall:
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._ended = False
+        self._released = False
         self._sent_at = time.monotonic()
         self._process = pool.acquire()
 
     def serve(self) -> None:
         """The thread's work: the call from start to finish."""
+        try:
+            self._serve()
+        finally:
+            if not self._released:  # killed: this thread was the socket's last user
+                self._process.connection.close()
+
+    def _serve(self) -> None:
         try:
             answer = self._exchange()
         except (EOFError, OSError):
@@ -132,6 +140,7 @@ class RemoteCall:
         self.invocation.result = None if error is not None else result
         self.invocation.latency_ms = int((time.monotonic() - self._sent_at) * 1000)
         if healthy:
+            self._released = True
             self.pool.release(self._process)
         else:
             self.pool.discard(self._process)
