@@ -21,7 +21,7 @@ from nexus.hooks.protocol import (
     send,
     state_from_json,
 )
-from nexus.hooks.spec import HookContext
+from nexus.hooks.spec import HookContext, HookResult
 
 if TYPE_CHECKING:
     from nexus.hooks.evaluator import Invocation
@@ -65,12 +65,16 @@ class RemoteCall:
             self.expire()
             return
         try:
-            state = self.context.state if answer.get("state") is None else answer["state"]
-            self.invocation.state = state_from_json(state)
+            sent_back = answer.get("state")  # None: not JSON, so as it was sent
+            state = None if sent_back is None else state_from_json(sent_back)
             if answer.get("error") is not None:
-                self._end(error=str(answer["error"]), healthy=not _out_of_memory(answer))
+                failure = str(answer["error"])
+                # Near its memory limit, its heap may stay fragmented: replace the process.
+                fresh = not failure.startswith("MemoryError")
+                self._end(error=failure, state=state, healthy=fresh)
             else:
-                self._end(result=result_from_json(answer.get("result")), healthy=True)
+                result = result_from_json(answer.get("result"))
+                self._end(result=result, state=state, healthy=True)
         except ProtocolError as error:
             self._end(error=f"the hook process answered nonsense: {error}", healthy=False)
 
@@ -133,9 +137,18 @@ class RemoteCall:
             return None
         return receive(connection)
 
-    def _end(self, *, error: str | None = None, result: Any = None, healthy: bool) -> None:
+    def _end(
+        self,
+        *,
+        error: str | None = None,
+        result: HookResult | None = None,
+        state: dict[str, Any] | None = None,
+        healthy: bool,
+    ) -> None:
         if not self._finish():
-            return  # expired meanwhile: that outcome stands
+            return  # expired meanwhile: that outcome stands, the caller may be using it
+        if state is not None:  # else, as sent: what the call changed is lost with it
+            self.invocation.state = state
         self.invocation.error = error
         self.invocation.result = None if error is not None else result
         self.invocation.latency_ms = int((time.monotonic() - self._sent_at) * 1000)
@@ -165,10 +178,6 @@ class RemoteCall:
             why = " (its CPU time limit)" if -code == signal.SIGXCPU else ""
             return f"the hook process was killed by {name}{why}"
         return f"the hook process exited with status {code}"
-
-
-def _out_of_memory(answer: dict[str, Any]) -> bool:
-    return str(answer.get("error", "")).startswith("MemoryError")
 
 
 def _answer(context: HookContext, message: dict[str, Any]) -> dict[str, Any]:

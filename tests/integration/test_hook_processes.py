@@ -69,6 +69,18 @@ def evaluate(ctx):
         return HookResult(prompt=str(refused))
     return HookResult(prompt="answered")
 """,
+    "unsaveable": """
+HOOK = HookMeta(name="unsaveable")
+def evaluate(ctx):
+    ctx.state["tags"] = {"a", "b"}
+    return HookResult(fire=True)
+""",
+    "unstorable": """
+HOOK = HookMeta(name="unstorable")
+def evaluate(ctx):
+    ctx.state["seen"] = 1
+    return HookResult(fire=True, extracted={"when": object()})
+""",
     "raiser": """
 HOOK = HookMeta(name="raiser")
 def evaluate(ctx):
@@ -231,6 +243,16 @@ def test_a_hook_asks_the_worker_only_for_what_a_hook_may_have(
     (greedy,) = _run(pool, hooks["greedy"])
     assert greedy.result is not None
     assert greedy.result.prompt == "ValueError: limit must be between 1 and 1000"
+
+
+def test_what_json_cannot_hold_is_an_error_of_that_call_not_a_lost_batch(
+    hooks: dict[str, LoadedHook], pool: HookPool
+) -> None:
+    unsaveable, unstorable = _run(pool, hooks["unsaveable"], hooks["unstorable"])
+    assert unsaveable.error is not None and unsaveable.error.startswith("TypeError")
+    assert unsaveable.state == {"gone": 1} and not unsaveable.fired  # as it was sent
+    assert unstorable.error is not None and "the result is not JSON" in unstorable.error
+    assert unstorable.state == {"gone": 1, "seen": 1}
 
 
 def test_a_hook_that_exits_is_an_error_and_its_process_replaced(
