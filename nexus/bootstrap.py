@@ -19,6 +19,7 @@ from nexus.engine.context_cache import ContextCache
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
 from nexus.hooks.evaluator import Invocation
+from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
 from nexus.ids import Clock, now_ms
 from nexus.ingest.drain import EventRouter
@@ -239,6 +240,17 @@ class Nexus:
             llm_port=lambda: self.models(model),
             llm_model=model,
             clock=self.clock,
+            pool=self.hook_pool,
+        )
+
+    @cached_property
+    def hook_pool(self) -> HookPool:
+        """The processes hooks run in: none start until a hook is called, in the process
+        that calls it (a Celery prefork child, not its parent)."""
+        return HookPool(
+            size=self.settings.hooks_processes,
+            memory_mb=self.settings.hooks_memory_mb,
+            env_names=self.settings.hooks_env,
         )
 
     # --- outbound --------------------------------------------------------------------------
@@ -278,8 +290,11 @@ class Nexus:
         )
 
     def close(self) -> None:
-        """Drop the pooled connections (a forked child must not reuse its parent's)."""
+        """Drop the pooled connections (a forked child must not reuse its parent's), and stop
+        this process's hook processes (the next hook call starts new ones)."""
         self.database.dispose()
+        if "hook_pool" in self.__dict__:
+            self.hook_pool.close()
 
 
 def bootstrap(

@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     context_window: int | None = Field(default=None, ge=1000)
     policies: str | None = None
     hooks_dir: str = "./hooks"
+    # Hook processes (docs/hooks.md): how many each worker process keeps ready, the memory
+    # each may use (MiB, 0: no limit), and the environment variables hooks may read (a JSON
+    # list of names; none of the worker's own otherwise).
+    hooks_processes: int = Field(default=4, ge=0)
+    hooks_memory_mb: int = Field(default=512, ge=0)
+    hooks_env: list[str] = Field(default_factory=list)
     api_tokens: SecretStr | None = None
     # Tokens that may also post events as a platform Nexus serves (answered in its chats).
     api_admin_tokens: SecretStr | None = None

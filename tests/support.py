@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from nexus.doorbell import RecordingDoorbell
 from nexus.hooks.loader import load_hooks
+from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
 from nexus.ids import new_id
 from nexus.ledger.enums import CompactionTrigger, MessageRole, TurnStatus, TurnType
@@ -205,15 +206,25 @@ class RunOnRing(RecordingDoorbell):
             self.reports.append(self.runner.run(session_id).status)
 
 
+# Hook processes for every test's hook runner, as a deployment runs them (started on first
+# use, stopped at exit).
+HOOK_POOL = HookPool(size=4)
+
+
 def hook_runner(database: Database, clock: FakeClock, folder: Path, **files: str) -> HookRunner:
     """A hook runner over `files` (name → source) written into `folder`, registered in the
-    ledger as `nexus hooks sync` would; every file must load."""
+    ledger as `nexus hooks sync` would, running its hooks in hook processes; every file must
+    load."""
     for name, source in files.items():
         (folder / f"{name}.py").write_text(source)
     report = load_hooks(folder)
     assert report.problems == ()
     runner = HookRunner(
-        database=database, hooks=report.hooks, doorbell=RecordingDoorbell(), clock=clock
+        database=database,
+        hooks=report.hooks,
+        doorbell=RecordingDoorbell(),
+        clock=clock,
+        pool=HOOK_POOL,
     )
     runner.sync()
     return runner

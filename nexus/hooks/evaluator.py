@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexus.hooks.loader import LoadedHook
+from nexus.hooks.pool import HookPool
+from nexus.hooks.remote import RemoteCall
 from nexus.hooks.spec import HookContext, HookResult
 
 
@@ -31,13 +33,53 @@ def evaluate_all(
     context_for: Callable[[LoadedHook], HookContext],
     *,
     now_ms: Callable[[], int],
+    pool: HookPool | None = None,
 ) -> list[Invocation]:
-    """Run every hook at once on its own daemon thread and wait at most its timeout.
+    """Run every hook at once and wait for each at most its timeout.
 
-    A hook that hangs or loops forever is abandoned at its timeout (Python cannot kill a
-    thread): it is recorded as an error, the breaker soon stops calling it, and the daemon
-    thread cannot keep the worker from exiting.
+    With a pool (what a deployment runs), each hook runs in a hook process of its own,
+    killed at its timeout. Without one, each runs on a daemon thread of this process and a
+    hook that hangs is only abandoned (Python cannot kill a thread): for hooks given as
+    functions, as in tests, never for a deployment's files.
     """
+    if pool is not None:
+        return _in_processes(pool, hooks, context_for, now_ms)
+    return _on_threads(hooks, context_for, now_ms)
+
+
+def _in_processes(
+    pool: HookPool,
+    hooks: Sequence[LoadedHook],
+    context_for: Callable[[LoadedHook], HookContext],
+    now_ms: Callable[[], int],
+) -> list[Invocation]:
+    invocations: list[Invocation] = []
+    calls: list[RemoteCall] = []
+    for hook in hooks:
+        context = context_for(hook)
+        invocation = Invocation(hook=hook, started_at=now_ms(), state=context.state)
+        invocations.append(invocation)
+        try:
+            call = RemoteCall(pool, context, invocation)
+        except OSError as error:  # no process could be started (out of memory, of pids)
+            invocation.error = f"no hook process: {error}"
+            continue
+        threading.Thread(target=call.serve, daemon=True, name=f"hook-{hook.meta.name}").start()
+        calls.append(call)
+    for call in calls:
+        # The deadline moves once the call's process is ready: wait again until it passes.
+        while not call.done.wait(max(0.0, call.deadline - time.monotonic())):
+            if time.monotonic() >= call.deadline:
+                call.expire()  # a thread still inside a model call for it is let go
+                break
+    return invocations
+
+
+def _on_threads(
+    hooks: Sequence[LoadedHook],
+    context_for: Callable[[LoadedHook], HookContext],
+    now_ms: Callable[[], int],
+) -> list[Invocation]:
     started = time.monotonic()
     runs: list[tuple[Invocation, threading.Thread]] = []
     for hook in hooks:

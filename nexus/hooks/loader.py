@@ -21,6 +21,7 @@ class LoadedHook:
     evaluate: Evaluate
     path: str
     content_hash: str
+    source: str | None = None  # the file as loaded: what a hook process runs
 
 
 @dataclass(frozen=True)
@@ -69,4 +70,10 @@ def _load(path: Path) -> LoadedHook:
         raise TypeError("define evaluate(ctx) -> HookResult")
     if meta.schedule is not None and not valid_cron(meta.schedule):
         raise ValueError(f"schedule {meta.schedule!r} is not a cron expression")
-    return LoadedHook(meta=meta, evaluate=evaluate, path=str(path), content_hash=digest)
+    return LoadedHook(
+        meta=meta,
+        evaluate=evaluate,
+        path=str(path),
+        content_hash=digest,
+        source=importlib.util.decode_source(source),
+    )

@@ -17,6 +17,7 @@ from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit
 from nexus.hooks.cron import cron_matches
 from nexus.hooks.evaluator import Invocation, evaluate_all
 from nexus.hooks.loader import LoadedHook
+from nexus.hooks.pool import HookPool
 from nexus.hooks.settle import settle
 from nexus.hooks.spec import HookContext, HookResult, Routing
 from nexus.ids import Clock, now_ms
@@ -38,6 +39,9 @@ class HookRunner:
     llm_port: Callable[[], ModelPort] | None = None
     llm_model: str = "scripted"
     clock: Clock = now_ms
+    # The hook processes that calls run in (bootstrap always gives one); None runs hooks
+    # on threads of this process, for tests of hooks given as functions.
+    pool: HookPool | None = None
 
     def sync(self) -> list[str]:
         """The hooks table follows the loaded directory; returns the hooks it disabled.
@@ -101,7 +105,7 @@ class HookRunner:
             recent_events=self._recent,
             llm=self._llm,
         )
-        [invocation] = evaluate_all([hook], lambda _: context, now_ms=self.clock)
+        [invocation] = evaluate_all([hook], lambda _: context, now_ms=self.clock, pool=self.pool)
         return invocation, _as_json(invocation.result)
 
     def run(self, event_id: str) -> list[Invocation]:
@@ -131,6 +135,7 @@ class HookRunner:
             chosen,
             lambda hook: self._context(event, rows[hook.meta.name], minute),
             now_ms=self.clock,
+            pool=self.pool,
         )
         with self.database.unit_of_work() as uow:
             # Other workers may have run these hooks meanwhile: the outcome is written over
