@@ -11,7 +11,7 @@ from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.db import UnitOfWork
-from nexus.ledger.records import SessionLabel
+from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.ledger.repository.sessions import AliasRow
 
@@ -22,7 +22,7 @@ MANUAL = "manual"
 class CreateAlias(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    alias: SessionLabel
+    alias: NewSessionLabel  # a key chosen here: no `/`, as for a new session's label
     session: SessionLabel  # the session it leads to (an alias here: that alias's session)
 
 

@@ -24,24 +24,32 @@ def _client(database: Database) -> TestClient:
 
 
 def _message(client: TestClient, database: Database, event_id: str, sender: str) -> str:
-    """An SMS from `sender`, stored and routed; returns the session label it went to."""
+    """The session label an iMessage from `sender` went to."""
+    return _routed(client, database, event_id, sender)[0]
+
+
+def _routed(client: TestClient, database: Database, event_id: str, sender: str) -> tuple[str, str]:
+    """An iMessage (through a bridge) from `sender`, stored and routed: (the session label
+    it went to, the event's stored id)."""
     body = {
         "id": event_id,
-        "adapter": "sms",
-        "platform": "sms",
+        "adapter": "imessage",
+        "platform": "imessage",
         "sender": {"id": sender, "display_name": "Ada"},
         "container": {"kind": "dm", "id": sender},
         "text": "hello",
         "occurred_at": 1_706_889_800_000,
     }
-    assert client.post("/v1/events", json=body, headers=AUTH).status_code == 202
+    posted = client.post("/v1/events", json=body, headers=AUTH)
+    assert posted.status_code == 202
     with database.unit_of_work() as uow:
-        routed = process_event(uow, event_id, load_policies(None), RecordingDoorbell())
+        stored = posted.json()["event_id"]
+        routed = process_event(uow, stored, load_policies(None), RecordingDoorbell())
         assert routed.session_id is not None
         session = uow.ledger.sessions.get(routed.session_id)
         uow.commit()
     assert session is not None
-    return session.label
+    return session.label, stored
 
 
 def _post(client: TestClient, path: str, body: dict[str, Any]) -> Any:
@@ -71,18 +79,19 @@ def test_an_attached_contact_routes_as_the_person_and_the_owner_is_seen_as_owner
     client = _client(database)
     ada = _post(client, "/v1/entities", {"name": "Ada", "principal": "owner"}).json()
     attached = _post(
-        client, f"/v1/entities/{ada['id']}/contacts", {"platform": "sms", "sender_id": "+1"}
+        client, f"/v1/entities/{ada['id']}/contacts", {"platform": "imessage", "sender_id": "+1"}
     )
     assert attached.status_code == 201
     assert attached.json()["previous_entity_id"] is None
-    assert _message(client, database, "sms:1", "+1") == f"dm:{ada['id']}"
+    label, event_id = _routed(client, database, "im:1", "+1")
+    assert label == f"dm:{ada['id']}"
     with database.unit_of_work() as uow:
-        event = uow.ledger.events.get("sms:1")
+        event = uow.ledger.events.get(event_id)
         assert event is not None
         principal = principal_for(uow, event)
     assert (principal.type, principal.entity_id) == ("owner", ada["id"])
     shown = client.get(f"/v1/entities/{ada['id']}", headers=AUTH).json()
-    assert [(c["platform"], c["sender_id"]) for c in shown["contacts"]] == [("sms", "+1")]
+    assert [(c["platform"], c["sender_id"]) for c in shown["contacts"]] == [("imessage", "+1")]
     assert shown["sessions"] == [f"dm:{ada['id']}"]
     assert shown["last_seen_at"] is not None
 
@@ -91,37 +100,39 @@ def test_a_contact_moves_between_entities_and_detaches_back_to_its_own(
     database: Database,
 ) -> None:
     client = _client(database)
-    first_label = _message(client, database, "sms:2", "+2")  # first contact: an entity of its own
+    first_label = _message(client, database, "im:2", "+2")  # first contact: an entity of its own
     own = first_label.removeprefix("dm:")
     bob = _post(client, "/v1/entities", {"name": "Bob"}).json()
     moved = _post(
-        client, f"/v1/entities/{bob['id']}/contacts", {"platform": "sms", "sender_id": "+2"}
+        client, f"/v1/entities/{bob['id']}/contacts", {"platform": "imessage", "sender_id": "+2"}
     )
     assert moved.json()["previous_entity_id"] == own
-    assert _message(client, database, "sms:3", "+2") == f"dm:{bob['id']}"
+    assert _message(client, database, "im:3", "+2") == f"dm:{bob['id']}"
     detached = client.delete(
         f"/v1/entities/{bob['id']}/contacts",
-        params={"platform": "sms", "sender_id": "+2"},
+        params={"platform": "imessage", "sender_id": "+2"},
         headers=AUTH,
     )
     assert detached.status_code == 200 and detached.json()["entity_id"] == own
-    assert _message(client, database, "sms:4", "+2") == first_label  # its old conversation
+    assert _message(client, database, "im:4", "+2") == first_label  # its old conversation
     again = client.delete(
         f"/v1/entities/{bob['id']}/contacts",
-        params={"platform": "sms", "sender_id": "+2"},
+        params={"platform": "imessage", "sender_id": "+2"},
         headers=AUTH,
     )
     assert again.status_code == 404
     own_contact = client.delete(
-        f"/v1/entities/{own}/contacts", params={"platform": "sms", "sender_id": "+2"}, headers=AUTH
+        f"/v1/entities/{own}/contacts",
+        params={"platform": "imessage", "sender_id": "+2"},
+        headers=AUTH,
     )
     assert own_contact.status_code == 409 and "attach it to another" in own_contact.text
 
 
 def test_merged_entities_show_as_one_person(database: Database) -> None:
     client = _client(database)
-    a = _message(client, database, "sms:5", "+5").removeprefix("dm:")
-    b = _message(client, database, "sms:6", "+6").removeprefix("dm:")
+    a = _message(client, database, "im:5", "+5").removeprefix("dm:")
+    b = _message(client, database, "im:6", "+6").removeprefix("dm:")
     assert _post(client, "/v1/entities/merge", {"into": a, "merge": [b]}).status_code == 200
     shown = client.get(f"/v1/entities/{a}", headers=AUTH).json()
     assert shown["merged"] == [b]
@@ -148,7 +159,7 @@ def test_bad_entity_requests_are_refused_and_change_nothing(database: Database) 
         (_post(client, "/v1/entities", {"name": ""}), 422),
         (_post(client, "/v1/entities", {"name": "x", "extra": 1}), 422),
         (_post(client, contacts, {"platform": "sms"}), 422),
-        (_post(client, contacts, {"platform": "sms", "sender_id": "a\nb"}), 422),
+        (_post(client, contacts, {"platform": "imessage", "sender_id": "a\nb"}), 422),
         (_post(client, "/v1/entities/ent_x/contacts", {"platform": "sms", "sender_id": "9"}), 404),
     ]  # fmt: skip
     assert [response.status_code for response, _ in cases] == [status for _, status in cases]
@@ -201,6 +212,8 @@ def test_alias_circles_and_bad_aliases_are_refused_and_change_nothing(database: 
     assert nowhere.status_code == 404
     control = _post(client, "/v1/aliases", {"alias": "y\nz", "session": "a"})
     assert control.status_code == 422
+    slash = _post(client, "/v1/aliases", {"alias": "y/turns", "session": "a"})
+    assert slash.status_code == 422 and "/" in slash.json()["error"]["message"]
     listed = client.get("/v1/aliases", headers=AUTH).json()["items"]
     assert [(a["alias"], a["session"], a["resolves_to"]) for a in listed] == [
         ("a", "b", "b"),
