@@ -122,7 +122,11 @@ class Nexus:
 
     @cached_property
     def queue_policy(self) -> QueuePolicy:
-        return QueuePolicy(cap=self.settings.queue_cap, drop=self.settings.queue_drop_policy)
+        return QueuePolicy(
+            cap=self.settings.queue_cap,
+            drop=self.settings.queue_drop_policy,
+            debounce_ms=self.settings.collect_window_ms,
+        )
 
     @cached_property
     def inbound_adapters(self) -> dict[str, InboundAdapter]:

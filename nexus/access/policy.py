@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from nexus.ledger.enums import QueueMode
+from nexus.ledger.enums import MAX_DEBOUNCE_MS, DropPolicy, QueueMode
 
 PrincipalType = Literal["owner", "known", "unknown"]
 PeerKind = Literal["dm", "group", "channel"]
@@ -64,7 +64,11 @@ class Match(_Strict):
 class SessionRule(_Strict):
     key: str
     persona: str
+    # Queue settings for the sessions this rule keys (a session's own settings win).
     queue_mode: QueueMode | None = None
+    queue_cap: int | None = Field(default=None, ge=1)
+    drop_policy: DropPolicy | None = None
+    debounce_ms: int | None = Field(default=None, ge=0, le=MAX_DEBOUNCE_MS)
 
 
 class Policy(_Strict):
@@ -91,6 +95,9 @@ class Decision:
     persona: str | None = None
     queue_mode: QueueMode | None = None
     reason: str | None = None
+    queue_cap: int | None = None
+    drop_policy: DropPolicy | None = None
+    debounce_ms: int | None = None
 
 
 class PolicyError(ValueError):
@@ -188,6 +195,9 @@ def decide(policies: Sequence[Policy], principal: Principal, delivery: Venue) ->
             session_key=_render(policy.session.key, principal, delivery),
             persona=policy.session.persona,
             queue_mode=policy.session.queue_mode,
+            queue_cap=policy.session.queue_cap,
+            drop_policy=policy.session.drop_policy,
+            debounce_ms=policy.session.debounce_ms,
         )
     return Decision(
         allowed=False,

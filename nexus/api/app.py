@@ -28,12 +28,14 @@ from nexus.api.errors import (
     UNAVAILABLE,
     ApiError,
     api_error_handler,
+    archived_handler,
     error_body,
     rejected_handler,
     unavailable_handler,
 )
 from nexus.api.middleware import RequestGuard
 from nexus.bootstrap import Nexus
+from nexus.ledger.repository import SessionArchived
 
 
 async def _validation_handler(_request: object, error: Exception) -> JSONResponse:
@@ -77,6 +79,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     app.add_middleware(RequestGuard, tokens=tokens, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
+    app.add_exception_handler(SessionArchived, archived_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(HTTPException, _http_error_handler)
     for unavailable in UNAVAILABLE:

@@ -60,3 +60,8 @@ async def unavailable_handler(request: Request, error: Exception) -> JSONRespons
         status_code=503,
         headers={"Retry-After": str(RETRY_AFTER_S)},
     )
+
+
+async def archived_handler(_request: Request, error: Exception) -> JSONResponse:
+    """New work for an archived session, from any route: 409, and nothing was written."""
+    return JSONResponse(error_body("session_archived", str(error)), status_code=409)

@@ -9,10 +9,21 @@ from functools import partial
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ids import new_id
-from nexus.ingest.router import QUEUED, ArrivalSignals, QueuePolicy, default_queue_mode, queue_into
-from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
+from nexus.ingest.router import (
+    QUEUED,
+    Arrival,
+    ArrivalSignals,
+    QueuePolicy,
+    archived_reason,
+    default_queue_mode,
+    queue_into,
+    session_overrides,
+)
+from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin, SessionStatus
 from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
+from nexus.ledger.repository import SessionArchived
 from nexus.queueing.modes import COMPACT
+from nexus.queueing.settings import QueueOverrides, effective_queue
 
 API_ADAPTER = "api"
 DEFAULT_PERSONA = "atlas"
@@ -47,6 +58,7 @@ def send_to_session(
         session = uow.ledger.sessions.ensure(
             NewSession(label=label, persona_id=agent.id, origin=SessionOrigin.USER)
         )
+    refuse_archived(session)
     event_id = f"{API_ADAPTER}:{new_id()}"
     uow.ledger.events.insert(
         EventDraft(
@@ -60,16 +72,22 @@ def send_to_session(
     )
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
     # Precedence: the request, then the session's own setting, then the source's default.
-    chosen = mode or session.queue_mode or default_queue_mode(source)
+    defaults = (queueing or QueuePolicy()).defaults
+    settings = effective_queue(session_overrides(session), QueueOverrides(), defaults)
+    chosen = mode or settings.mode.value or default_queue_mode(source)
     event = uow.ledger.events.get(event_id)
     assert event is not None  # inserted just above, in this transaction
-    item_id, _ = queue_into(
-        uow, session, event, chosen, doorbell, arrivals=arrivals, queueing=queueing or QueuePolicy()
-    )
+    came = Arrival(event, chosen, settings)
+    item_id, _ = queue_into(uow, session, came, doorbell, arrivals=arrivals)
     # Every event that enters the ledger goes past the hooks, whatever door it came in by:
     # this one skips the router, which runs them for platform messages, so it rings them.
     uow.after_commit(partial(doorbell.hooks_due, event_id))
     return QueuedMessage(event_id=event_id, queue_item_id=item_id, session=session, mode=chosen)
+
+
+def refuse_archived(session: SessionRecord) -> None:
+    if session.status == SessionStatus.ARCHIVED:
+        raise SessionArchived(archived_reason(session))
 
 
 def request_compaction(
@@ -78,6 +96,7 @@ def request_compaction(
     """Queue a compaction of `session`: its runner carries it out under the session's lease,
     in queue order, so no writer but the runner ever commits to the chain. Returns the
     queue item's id; the caller commits, and the doorbell rings after."""
+    refuse_archived(session)
     payload: dict[str, object] = {"command": COMPACT}
     if instructions is not None:
         payload["instructions"] = instructions

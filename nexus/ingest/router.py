@@ -12,12 +12,25 @@ from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED, StreamEvent
-from nexus.ledger.enums import EventStatus, MessageSource, QueueMode, SessionOrigin
+from nexus.ledger.enums import (
+    EventStatus,
+    MessageSource,
+    QueueMode,
+    SessionOrigin,
+    SessionStatus,
+)
 from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import NotFound
 from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
-from nexus.queueing.modes import arrival_action
+from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS, arrival_action
 from nexus.queueing.overflow import Overflow, drop_over_cap
+from nexus.queueing.settings import (
+    EffectiveQueue,
+    QueueDefaults,
+    QueueOverrides,
+    effective_queue,
+    item_payload,
+)
 
 QUEUED, DENIED = "queued", "denied"
 # Events one router run takes: enough that a burst costs a few runs, few enough that one
@@ -32,6 +45,11 @@ _DEFAULT_MODES = {
     MessageSource.TRIGGER: QueueMode.FOLLOWUP,
     MessageSource.WEBHOOK: QueueMode.FOLLOWUP,
 }
+
+
+def archived_reason(session: SessionRecord) -> str:
+    """Why a message for an archived session is refused (its one disposition)."""
+    return f"session {session.label!r} is archived (unarchive it to take messages again)"
 
 
 def default_queue_mode(source: MessageSource | None) -> QueueMode:
@@ -51,8 +69,54 @@ class ArrivalSignals(Protocol):
 
 @dataclass(frozen=True)
 class QueuePolicy:
+    """The deployment's queue defaults (NEXUS_QUEUE_CAP, NEXUS_QUEUE_DROP_POLICY,
+    NEXUS_COLLECT_WINDOW_MS): what a session and its policy leave unset."""
+
     cap: int = DEFAULT_CAP
     drop: DropPolicy = "summarize"
+    debounce_ms: int = DEFAULT_COLLECT_WINDOW_MS
+
+    @property
+    def defaults(self) -> QueueDefaults:
+        return QueueDefaults(cap=self.cap, drop=self.drop, debounce_ms=self.debounce_ms)
+
+
+def session_overrides(session: SessionRecord) -> QueueOverrides:
+    return QueueOverrides(
+        mode=session.queue_mode,
+        cap=session.queue_cap,
+        drop=session.drop_policy,
+        debounce_ms=session.debounce_ms,
+    )
+
+
+def policy_overrides(decision: Decision) -> QueueOverrides:
+    return QueueOverrides(
+        mode=decision.queue_mode,
+        cap=decision.queue_cap,
+        drop=decision.drop_policy,
+        debounce_ms=decision.debounce_ms,
+    )
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """An event on its way into a session's queue, with the settings it arrived under."""
+
+    event: EventRecord
+    mode: QueueMode
+    settings: EffectiveQueue
+
+
+def arrival(
+    session: SessionRecord, decision: Decision, event: EventRecord, queueing: QueuePolicy
+) -> Arrival:
+    """Precedence (each setting): the session's own, then the policy's, then the defaults;
+    a mode nobody chose is the message source's (DESIGN §5)."""
+    settings = effective_queue(
+        session_overrides(session), policy_overrides(decision), queueing.defaults
+    )
+    return Arrival(event, settings.mode.value or default_queue_mode(event.source), settings)
 
 
 @dataclass(frozen=True)
@@ -139,7 +203,7 @@ def route_waiting(
     principals: dict[tuple[str, str | None], Principal] = {}
     personas: dict[str, str] = {}
     by_key: dict[str, SessionRecord] = {}
-    plan: dict[str, list[tuple[EventRecord, QueueMode]]] = {}  # session id → its events
+    plan: dict[str, list[Arrival]] = {}  # session id → its events
     results: dict[str, ProcessedEvent] = {}
     outcomes: list[tuple[str, str, str | None]] = []
     for event in waiting:
@@ -169,17 +233,21 @@ def route_waiting(
                 )
             )
         by_key[decision.session_key] = session
-        mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
-        plan.setdefault(session.id, []).append((event, mode))
+        if session.status == SessionStatus.ARCHIVED:
+            reason = archived_reason(session)
+            results[event.id] = ProcessedEvent(event.id, "denied", reason=reason)
+            outcomes.append((event.id, DENIED, reason))
+            continue
+        plan.setdefault(session.id, []).append(arrival(session, decision, event, queueing))
         outcomes.append((event.id, QUEUED, f"session {session.label}"))
     sessions = {s.id: s for s in by_key.values()}
     # Locked in one order (by id) by every router: two runs each holding one session that
     # the other wants next would deadlock, and Postgres breaks that only after a second.
     for session_id, arrivals_for in sorted(plan.items()):
-        items = _queue_many(uow, sessions[session_id], arrivals_for, arrivals, queueing)
-        for (event, _), item_id in zip(arrivals_for, items, strict=True):
-            results[event.id] = ProcessedEvent(
-                event.id, "queued", session_id, sessions[session_id].label, item_id
+        items = _queue_many(uow, sessions[session_id], arrivals_for, arrivals)
+        for came, item_id in zip(arrivals_for, items, strict=True):
+            results[came.event.id] = ProcessedEvent(
+                came.event.id, "queued", session_id, sessions[session_id].label, item_id
             )
     uow.ledger.events.mark_many_processed(outcomes)
     return Drained(events=tuple(results[event.id] for event in waiting), sessions=tuple(plan))
@@ -188,20 +256,19 @@ def route_waiting(
 def _queue_many(
     uow: UnitOfWork,
     session: SessionRecord,
-    events: Sequence[tuple[EventRecord, QueueMode]],
+    events: Sequence[Arrival],
     arrivals: ArrivalSignals | None,
-    queueing: QueuePolicy,
 ) -> list[str]:
-    """`queue_into` for several events of one session: one lock, one cap decision, and at
-    most one abort signal however many interrupting messages arrived."""
+    """`queue_into` for several events of one session: one lock, one cap decision (under the
+    settings the first of them arrived with), and at most one abort signal however many
+    interrupting messages arrived."""
     uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
     queued: list[tuple[str, EventRecord, QueueMode]] = []
     abort = False
-    for event, mode in events:
-        item_id, created = uow.ledger.queue.enqueue(
-            NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
-        )
+    for came in events:
+        event, mode = came.event, came.mode
+        item_id, created = uow.ledger.queue.enqueue(_item(session, came))
         item_ids.append(item_id)
         if created:
             queued.append((item_id, event, mode))
@@ -210,12 +277,23 @@ def _queue_many(
                 abort = True
             else:
                 _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
-    dropped = drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
+    limits = events[0].settings
+    dropped = drop_over_cap(uow, session.id, cap=limits.cap.value, policy=limits.drop.value)
     if arrivals is not None:
         if abort:  # first: a running turn stops sooner
             uow.after_commit(partial(arrivals.request_abort, session.id))
         _announce(uow, arrivals, session.id, queued, dropped)
     return item_ids
+
+
+def _item(session: SessionRecord, came: Arrival) -> NewQueueItem:
+    return NewQueueItem(
+        session_id=session.id,
+        event_id=came.event.id,
+        mode=came.mode,
+        source=came.event.source,
+        payload=item_payload(came.settings),
+    )
 
 
 def _announce(
@@ -273,9 +351,12 @@ def _route(
             source_event_id=event.id,
         )
     )
-    # Precedence: the session's own setting, then the policy's, then the source's default.
-    mode = session.queue_mode or decision.queue_mode or default_queue_mode(event.source)
-    item_id, _ = queue_into(uow, session, event, mode, None, arrivals=arrivals, queueing=queueing)
+    if session.status == SessionStatus.ARCHIVED:
+        reason = archived_reason(session)
+        denied = ProcessedEvent(event_id=event.id, disposition="denied", reason=reason)
+        return denied, (event.id, DENIED, reason)
+    came = arrival(session, decision, event, queueing)
+    item_id, _ = queue_into(uow, session, came, None, arrivals=arrivals)
     queued = ProcessedEvent(
         event_id=event.id,
         disposition="queued",
@@ -289,28 +370,26 @@ def _route(
 def queue_into(
     uow: UnitOfWork,
     session: SessionRecord,
-    event: EventRecord,
-    mode: QueueMode,
+    came: Arrival,
     doorbell: Doorbell | None,
     *,
     arrivals: ArrivalSignals | None = None,
-    queueing: QueuePolicy = QueuePolicy(),
 ) -> tuple[str, bool]:
-    """Queue `event` for `session` (once), apply the cap, ring the session after commit
-    (unless `doorbell` is None: the caller rings) and signal a running turn per the mode.
-    Returns the item id and whether it is new."""
+    """Queue `came.event` for `session` (once), apply the cap it arrived under, ring the
+    session after commit (unless `doorbell` is None: the caller rings) and signal a running
+    turn per the mode. Returns the item id and whether it is new."""
     # Routers for one session take turns from here to commit: two counting the queue at
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
     uow.ledger.sessions.lock(session.id)
-    item_id, created = uow.ledger.queue.enqueue(
-        NewQueueItem(session_id=session.id, event_id=event.id, mode=mode, source=event.source)
-    )
+    item_id, created = uow.ledger.queue.enqueue(_item(session, came))
     if created:
-        dropped = drop_over_cap(uow, session.id, cap=queueing.cap, policy=queueing.drop)
+        limits = came.settings
+        dropped = drop_over_cap(uow, session.id, cap=limits.cap.value, policy=limits.drop.value)
         if doorbell is not None:
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:
+            event, mode = came.event, came.mode
             _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
             _announce(uow, arrivals, session.id, [(item_id, event, mode)], dropped)
     return item_id, created

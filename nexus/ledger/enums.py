@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 
 class TurnStatus(StrEnum):
@@ -60,6 +61,13 @@ class ToolCallStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
+
+
+# What a queue over its cap drops (DESIGN §5): the oldest, the newest, or the oldest with a
+# summary of them for the next turn.
+DropPolicy = Literal["old", "new", "summarize"]
+# A collect window longer than this is a mistake (an hour: a conversation gone quiet).
+MAX_DEBOUNCE_MS = 3_600_000
 
 
 class QueueMode(StrEnum):

@@ -11,6 +11,7 @@ from nexus.ledger.enums import (
     CompactionTrigger,
     DeliveryStatus,
     Disposition,
+    DropPolicy,
     MessageRole,
     MessageSource,
     QueueMode,
@@ -96,6 +97,9 @@ class SessionRecord(Record):
     task_description: str | None = None
     task_status: str | None = None
     queue_mode: QueueMode | None = None
+    queue_cap: int | None = None
+    drop_policy: DropPolicy | None = None
+    debounce_ms: int | None = None
     created_at: int
     updated_at: int
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from nexus.ledger.enums import DropPolicy
 from nexus.ledger.records import QueueItemRecord
 
+__all__ = ["DEFAULT_CAP", "DROP_POLICIES", "DropPolicy", "over_cap"]
+
 DEFAULT_CAP = 20
-DropPolicy = Literal["old", "new", "summarize"]
 DROP_POLICIES: tuple[DropPolicy, ...] = ("old", "new", "summarize")
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 from nexus.ledger.enums import Disposition, QueueMode
 from nexus.ledger.records import QueueItemRecord
+from nexus.queueing.settings import DEBOUNCE_KEY
 
 DEFAULT_COLLECT_WINDOW_MS = 1_000
 ArrivalAction = Literal["abort", "steer", "none"]
@@ -97,11 +98,18 @@ def next_work(
     first = ready[0]
     if first.mode == QueueMode.COLLECT:
         collected = [item for item in ready if item.mode == QueueMode.COLLECT]
-        closes = max(item.enqueued_at for item in collected) + collect_window_ms
+        # Each item's window is the one it arrived under (a session's or policy's debounce),
+        # else the deployment's.
+        closes = max(item.enqueued_at + _window(item, collect_window_ms) for item in collected)
         if closes > now_ms:
             return WaitUntil(at_ms=closes)
         return _batch(collected, QueueMode.COLLECT)
     return Run(items=(first,), disposition=Disposition.CONSUMED, mode=first.mode)
+
+
+def _window(item: QueueItemRecord, default_ms: int) -> int:
+    chosen = item.payload.get(DEBOUNCE_KEY)
+    return chosen if isinstance(chosen, int) and not isinstance(chosen, bool) else default_ms
 
 
 def _batch(items: Sequence[QueueItemRecord], mode: QueueMode) -> Run:

@@ -9,10 +9,11 @@ from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.scripted import Fail, Say
-from nexus.ingest.router import QueuePolicy, queue_into
+from nexus.ingest.router import Arrival, QueuePolicy, queue_into
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, SessionRecord
 from nexus.queueing.coordination import Coordination
+from nexus.queueing.settings import QueueOverrides, effective_queue
 from nexus.queueing.stream_log import START, StreamEntry
 from nexus.sessions.runner import SessionRunner
 from tests.contract.engine_support import Rig, build_rig
@@ -35,15 +36,10 @@ def _queue(
         )
         event = uow.ledger.events.get(event_id)
         assert event is not None
-        item_id, _ = queue_into(
-            uow,
-            session,
-            event,
-            QueueMode.QUEUE,
-            RecordingDoorbell(),
-            arrivals=coordination,
-            queueing=queueing or QueuePolicy(),
-        )
+        defaults = (queueing or QueuePolicy()).defaults
+        settings = effective_queue(QueueOverrides(), QueueOverrides(), defaults)
+        came = Arrival(event, QueueMode.QUEUE, settings)
+        item_id, _ = queue_into(uow, session, came, RecordingDoorbell(), arrivals=coordination)
         uow.commit()
     return item_id
 

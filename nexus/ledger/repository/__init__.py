@@ -16,6 +16,7 @@ from nexus.ledger.repository.errors import (
     LedgerError,
     NotForkable,
     NotFound,
+    SessionArchived,
 )
 from nexus.ledger.repository.events import EventRepository
 from nexus.ledger.repository.hooks import HookRepository
@@ -105,4 +106,5 @@ __all__ = [
     "LedgerError",
     "NotForkable",
     "NotFound",
+    "SessionArchived",
 ]

@@ -21,3 +21,7 @@ class NotForkable(LedgerError):
 
 class LedgerConflict(LedgerError):
     """The ledger would break an invariant (e.g. consume a queue item twice); nothing written."""
+
+
+class SessionArchived(LedgerError):
+    """The session is archived: readable, forkable, but it takes no new work."""

@@ -270,6 +270,23 @@ class SessionRepository:
         )
         return bool(result.rowcount)
 
+    def configure(self, session_id: str, values: dict[str, object]) -> SessionRecord:
+        """Set the session's own queue settings and status (`queue_mode`, `queue_cap`,
+        `drop_policy`, `debounce_ms`, `status`); a None clears a setting back to its policy's
+        or the default. Names outside those are a programming error."""
+        unknown = set(values) - _CONFIGURABLE
+        if unknown:
+            raise ValueError(f"not a session setting: {sorted(unknown)}")
+        changed = self._conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id)
+            .values(**values, updated_at=self._clock())
+            .returning(*columns_for(sessions, SessionRecord))
+        ).one_or_none()
+        if changed is None:
+            raise NotFound(f"no session with id {session_id!r}")
+        return to_record(SessionRecord, changed)
+
     def remove_alias(self, alias: str) -> str:
         """Delete `alias`; returns the label it led to. What is addressed to it from now on
         goes to the session with that label, if one exists, or starts one."""
@@ -331,6 +348,8 @@ class SessionRepository:
             )
         )
 
+
+_CONFIGURABLE = frozenset({"queue_mode", "queue_cap", "drop_policy", "debounce_ms", "status"})
 
 # An alias as listed: (alias, the label it points at, why it was written, when).
 AliasRow = tuple[str, str, str | None, int]

@@ -9,6 +9,7 @@ from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from nexus.queueing.caps import over_cap
 from nexus.queueing.modes import COMPACT, Idle, Run, WaitUntil, arrival_action, next_work
+from nexus.queueing.settings import DEBOUNCE_KEY
 
 
 def _item(
@@ -56,6 +57,18 @@ def test_collect_waits_for_quiet_after_the_last_item() -> None:
     assert next_work(queued, now_ms=1_000, collect_window_ms=1_000) == WaitUntil(at_ms=1_500)
     plan = next_work(queued, now_ms=1_500, collect_window_ms=1_000)
     assert isinstance(plan, Run) and plan.disposition == Disposition.BATCHED
+
+
+def test_collect_waits_for_each_items_own_debounce_window() -> None:
+    """An item that arrived under a session's or policy's debounce carries it; the others
+    take the deployment's window."""
+    slow = _item(500, QueueMode.COLLECT).model_copy(update={"payload": {DEBOUNCE_KEY: 5_000}})
+    queued = [_item(1, QueueMode.COLLECT), slow]
+    assert next_work(queued, now_ms=1_600, collect_window_ms=1_000) == WaitUntil(at_ms=5_500)
+    plan = next_work(queued, now_ms=5_500, collect_window_ms=1_000)
+    assert isinstance(plan, Run) and [i.id for i in plan.items] == ["q001", "q500"]
+    quick = _item(2, QueueMode.COLLECT).model_copy(update={"payload": {DEBOUNCE_KEY: 0}})
+    assert isinstance(next_work([quick], now_ms=2, collect_window_ms=1_000), Run)
 
 
 def test_an_item_backing_off_holds_the_ones_behind_it() -> None:
