@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from nexus.queueing.coordination import Coordination
 from nexus.settings import Settings
 from tests.services import REDIS_URL
 from tests.support import free_port, new_session
+from tests.throwaway import throwaway_redis
 
 AUTH = {"Authorization": "Bearer tok"}
 # More open streams than the server's threadpool has threads (anyio's default is 40).
@@ -56,6 +58,7 @@ class Served:
         return asyncio.run_coroutine_threadsafe(borrowed(), self.loop).result(timeout=5)
 
 
+@contextmanager
 def _serve(graph: Nexus) -> Iterator[Served]:
     port = free_port()
     config = uvicorn.Config(
@@ -99,7 +102,8 @@ def served(ledger: Database, coordination: Coordination) -> Iterator[Served]:
         doorbell=RecordingDoorbell(),
         coordination=coordination,
     )
-    yield from _serve(graph)
+    with _serve(graph) as served:
+        yield served
 
 
 @pytest.fixture
@@ -109,7 +113,8 @@ def served_on_redis(ledger: Database) -> Iterator[Served]:
     prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
     settings = Settings(api_tokens="tok", redis_url=REDIS_URL, broker_prefix=prefix)
     graph = bootstrap(settings, database=ledger, doorbell=RecordingDoorbell())
-    yield from _serve(graph)
+    with _serve(graph) as served:
+        yield served
     client = redis.Redis.from_url(REDIS_URL)
     keys = list(client.scan_iter(f"{prefix}*"))
     if keys:
@@ -251,3 +256,25 @@ def test_a_reconnect_by_last_event_id_has_no_gap_and_no_duplicate(
     assert [event_id for event_id, _ in resumed[:7]] == ids[2:]
     assert resumed[7][1] == "turn.committed" and len(resumed) == 8
     assert len({event_id for event_id, _ in resumed}) == 8
+
+
+@pytest.mark.slow
+def test_a_stream_ends_cleanly_when_redis_goes_away_and_a_new_one_is_503(
+    ledger: Database, tmp_path: Path
+) -> None:
+    with throwaway_redis(tmp_path) as server:
+        settings = Settings(api_tokens="tok", redis_url=server.url)
+        graph = bootstrap(settings, database=ledger, doorbell=RecordingDoorbell())
+        with _serve(graph) as served:
+            served.session_id("dm:gone")
+            url = f"{served.base}/v1/sessions/dm:gone/stream"
+            listener = Listener(url)
+            listener.connected()
+            server.stop()
+            # The response ends properly (the client then reconnects after `retry`), rather
+            # than the connection being cut mid-body.
+            assert listener.ended.wait(15)
+            assert listener.error is None, listener.error
+            answer = httpx.get(url, headers=AUTH, timeout=15)
+            assert answer.status_code == 503
+            assert "unreachable" in answer.json()["error"]["message"]
