@@ -8,13 +8,13 @@ from functools import partial
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from nexus.agents.tree import session_tree
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.sessions import (
     AbortRequested,
@@ -32,6 +32,7 @@ from nexus.api.schemas.sessions import (
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
 from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED
+from nexus.ids import now_ms
 from nexus.ingest.direct import request_compaction, send_to_session
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord
@@ -182,21 +183,24 @@ async def stream(
     graph: NexusDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     last_event_id_query: Annotated[str | None, Query(alias="last_event_id")] = None,
-) -> StreamingResponse:
+) -> Response:
     """Server-sent events for the session (seed 003's names, each with an id), with a
     comment every 15 s while quiet; it stays open until the client leaves. Reconnect with
     `Last-Event-ID` (or `?last_event_id=` where a client cannot set headers; the header
     wins) to replay what was missed while it is kept (an hour, 1,000 events)."""
-    after = _resume_from(graph.clock(), last_event_id, last_event_id_query)
+    # Stream ids carry the wall clock of whoever wrote them (Redis, or this process).
+    after = _resume_from(now_ms(), last_event_id, last_event_id_query)
     # Served on the event loop: an open stream holds a socket, never a worker thread.
     session = await run_in_threadpool(_session, graph.database, label)
     coordination = graph.coordination
     try:
         after = after or await coordination.stream_tail_async(session.id)
-    except CoordinationUnavailable as error:
-        raise ApiError(
-            503, "unavailable", "the session stream is unreachable; retry later"
-        ) from error
+    except CoordinationUnavailable:
+        return JSONResponse(
+            error_body("unavailable", "the session stream is unreachable; retry later"),
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return StreamingResponse(
         _events(coordination, session.id, after),
         media_type="text/event-stream",

@@ -276,5 +276,5 @@ def test_a_stream_ends_cleanly_when_redis_goes_away_and_a_new_one_is_503(
             assert listener.ended.wait(15)
             assert listener.error is None, listener.error
             answer = httpx.get(url, headers=AUTH, timeout=15)
-            assert answer.status_code == 503
+            assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
             assert "unreachable" in answer.json()["error"]["message"]
