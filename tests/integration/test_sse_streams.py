@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from nexus.bootstrap import Nexus, bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.queueing.coordination import Coordination
+from nexus.queueing.stream_log import START
 from nexus.settings import Settings
 from tests.services import REDIS_URL
 from tests.support import free_port, new_session
@@ -128,6 +129,7 @@ class Listener:
 
     url: str
     headers: dict[str, str] = field(default_factory=dict)
+    stop_after: int | None = None  # events, then it hangs up
     lines: list[tuple[float, str]] = field(default_factory=list)
     ended: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -144,6 +146,8 @@ class Listener:
                 assert response.status_code == 200, response.read()
                 for line in response.iter_lines():
                     self.lines.append((time.monotonic(), line))
+                    if line == "" and len(self.events()) == self.stop_after:
+                        return
         except BaseException as error:  # what ended it is the test's to see
             self.error = error
         finally:
@@ -159,9 +163,9 @@ class Listener:
                 found.append((event_id, line[7:]))
         return found
 
-    def wait_for(self, what: str, check: object, timeout: float = 15) -> None:
+    def wait_for(self, what: str, check: Callable[[], object], timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
-        while not check():  # type: ignore[operator]
+        while not check():
             assert not self.ended.is_set(), (what, self.error, self.lines[-5:])
             assert time.monotonic() < deadline, (what, self.lines[-5:])
             time.sleep(0.02)
@@ -232,21 +236,22 @@ def test_a_reconnect_by_last_event_id_has_no_gap_and_no_duplicate(
 ) -> None:
     session_id = served.session_id("dm:resume")
     url = f"{served.base}/v1/sessions/dm:resume/stream"
-    first = Listener(url)
+    first = Listener(url, stop_after=2)  # the client drops after the second event
     first.connected()
     for number in range(5):
         served.graph.coordination.publish(session_id, "message.delta", {"n": number})
-    first.wait_for("five events", lambda: len(first.events()) == 5)
-    ids = [event_id for event_id, _ in first.events()]
-    # The client dropped after the second event; four more are published while it is away.
-    for number in range(5, 9):
+    assert first.ended.wait(10) and first.error is None
+    last_seen = first.events()[-1][0]
+    for number in range(5, 9):  # published while it is away
         served.graph.coordination.publish(session_id, "message.delta", {"n": number})
-    first.wait_for("nine events", lambda: len(first.events()) == 9)
-    ids = [event_id for event_id, _ in first.events()]
+    ids = [
+        entry.id for entry in served.graph.coordination.read_stream(session_id, START, block_ms=1)
+    ]
+    assert len(ids) == 9 and ids[1] == last_seen
     if resume_by == "header":
-        again = Listener(url, headers={"Last-Event-ID": ids[1]})
+        again = Listener(url, headers={"Last-Event-ID": last_seen})
     else:
-        again = Listener(f"{url}?last_event_id={ids[1]}")
+        again = Listener(f"{url}?last_event_id={last_seen}")
     again.wait_for("the seven missed", lambda: len(again.events()) >= 7)
     # And what comes after the replay arrives once, after it.
     served.graph.coordination.publish(session_id, "turn.committed", {"turn_id": "t"})
