@@ -20,7 +20,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("pipeline", "latency", "depth", "peer", "scaling", "footprint", "ledger")
+BENCHMARKS = (
+    "pipeline",
+    "latency",
+    "depth",
+    "peer",
+    "scaling",
+    "footprint",
+    "ledger",
+    "streams",
+)
 NEEDS = ("psutil", "matplotlib", "langgraph.checkpoint.postgres", "psycopg")
 
 

@@ -116,6 +116,20 @@ def _ledger(r: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _streams(r: dict[str, Any]) -> list[Row]:
+    count, target, live = r["streams"], r["target_p99_ms"], r["streams_live"]
+    # Latency with dead streams proves nothing: every stream must still deliver at the end.
+    name = "open SSE streams still delivering events"
+    out = [Row(name, live, count, "streams", "streams opened", live / count, 1.0)]
+    for key, what in (("healthz_ms", "/healthz"), ("rest_ms", "GET /v1/sessions/{label}")):
+        none, open_ = r[key]["none_open"]["p99"], r[key]["streams_open"]["p99"]
+        name = f"{what} p99 with {count:,} open SSE streams"
+        out.append(_info(name, open_, none, "ms", "no stream open"))
+        absolute = f"… the same against its {target:g} ms target"
+        out.append(Row(absolute, open_, target, "ms", "target", open_ / target, 1.0, False))
+    return out
+
+
 _BUILDERS = {
     "pipeline": _pipeline,
     "latency": _latency,
@@ -124,6 +138,7 @@ _BUILDERS = {
     "scaling": _scaling,
     "footprint": _footprint,
     "ledger": _ledger,
+    "streams": _streams,
 }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio
 from sqlalchemy import text
 
 from nexus.adapters.redis_coordination import RedisCoordination
@@ -133,7 +134,9 @@ def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
         return
     client = redis.Redis.from_url(REDIS_URL)
     prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
-    yield RedisCoordination(client, prefix=prefix)
+    yield RedisCoordination(
+        client, prefix=prefix, streams=lambda: redis.asyncio.Redis.from_url(REDIS_URL)
+    )
     keys = list(client.scan_iter(f"{prefix}*"))
     if keys:
         client.delete(*keys)

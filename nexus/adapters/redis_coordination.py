@@ -1,22 +1,36 @@
-"""Coordination over Redis: SET NX leases with a token, a flag key, a list inbox, pub/sub."""
+"""Coordination over Redis: SET NX leases with a token, a flag key, a list inbox, streams."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import redis
+import redis.asyncio
 from redis.exceptions import LockError
 
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
+from nexus.queueing.coordination import CoordinationUnavailable
 from nexus.queueing.stream_log import START, STREAM_KEEP, STREAM_TTL_S, StreamEntry
 
 SIGNAL_TTL_S = 3_600  # a signal nobody took is stale after an hour; its input is durable
+# Every command's socket timeout (redis-py's default, said out loud; a URL may set its own).
+# A blocking XREAD is cut into slices shorter than it, or the socket would time out under it.
+SOCKET_TIMEOUT_S = 5.0
+# Each open SSE stream blocks on a connection of its own while it waits; redis-py's async pool
+# stops at 100 and then fails, so the streams' pool is sized for thousands.
+STREAM_CONNECTIONS = 10_000
+_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
+
+StreamClient = Callable[[], "redis.asyncio.Redis"]
 
 
 class RedisLease:
@@ -36,13 +50,27 @@ class RedisLease:
 
 
 class RedisCoordination:
-    def __init__(self, client: redis.Redis, *, prefix: str = "nexus:") -> None:
+    """`streams` makes the async client the SSE route reads with, one per event loop (an
+    asyncio connection belongs to the loop that opened it)."""
+
+    def __init__(
+        self, client: redis.Redis, *, streams: StreamClient, prefix: str = "nexus:"
+    ) -> None:
         self._redis = client
         self._prefix = prefix
+        self._new_stream_client = streams
+        self._stream_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        self._clients_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "nexus:") -> RedisCoordination:
-        return cls(redis.Redis.from_url(url), prefix=prefix)
+        def streams() -> redis.asyncio.Redis:
+            return redis.asyncio.Redis.from_url(
+                url, socket_timeout=SOCKET_TIMEOUT_S, max_connections=STREAM_CONNECTIONS
+            )
+
+        client = redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S)
+        return cls(client, streams=streams, prefix=prefix)
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self._prefix}{kind}:{name}"
@@ -117,15 +145,69 @@ class RedisCoordination:
 
     def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
         key = self._key("stream", session_id)
-        found: Any = self._redis.xread({key: after}, block=max(block_ms, 1))
-        entries: list[StreamEntry] = []
-        for _key, items in found or []:
-            for entry_id, fields in items:
-                decoded = {_text(k): _text(v) for k, v in fields.items()}
-                entries.append(
-                    StreamEntry(_text(entry_id), decoded["type"], json.loads(decoded["data"]))
-                )
-        return entries
+        deadline = time.monotonic() + block_ms / 1000
+        most = _slice_ms(self._redis)
+        while True:  # in slices: one XREAD blocking past the socket timeout would fail
+            wait = min(most, max(int((deadline - time.monotonic()) * 1000), 1))
+            entries = _entries(self._redis.xread({key: after}, block=wait))
+            if entries or time.monotonic() >= deadline:
+                return entries
+
+    async def stream_tail_async(self, session_id: str) -> str:
+        client = self._stream_client()
+        try:
+            newest: Any = await client.xrevrange(self._key("stream", session_id), count=1)
+        except _UNREACHABLE as error:
+            raise CoordinationUnavailable(f"Redis: {type(error).__name__}") from error
+        return _text(newest[0][0]) if newest else START
+
+    async def read_stream_async(
+        self, session_id: str, after: str, *, block_ms: int
+    ) -> list[StreamEntry]:
+        client = self._stream_client()
+        key = self._key("stream", session_id)
+        deadline = time.monotonic() + block_ms / 1000
+        most = _slice_ms(client)
+        while True:
+            wait = min(most, max(int((deadline - time.monotonic()) * 1000), 1))
+            try:
+                entries = _entries(await client.xread({key: after}, block=wait))
+            except _UNREACHABLE as error:
+                raise CoordinationUnavailable(f"Redis: {type(error).__name__}") from error
+            if entries or time.monotonic() >= deadline:
+                return entries
+
+    def _stream_client(self) -> redis.asyncio.Redis:
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            client = self._stream_clients.get(loop)
+            if client is None:
+                # A loop that closed (a test's, say) leaves its client behind: drop those.
+                for done in [known for known in self._stream_clients if known.is_closed()]:
+                    del self._stream_clients[done]
+                client = self._stream_clients[loop] = self._new_stream_client()
+            return client
+
+
+def _slice_ms(client: redis.Redis | redis.asyncio.Redis) -> int:
+    """The longest one blocking read may wait on this client: well inside its socket timeout."""
+    timeout = client.connection_pool.connection_kwargs.get("socket_timeout", SOCKET_TIMEOUT_S)
+    if timeout is None:
+        return 60_000
+    # A second's margin for the reply to arrive on a busy machine, at most half the timeout.
+    seconds = max(min(float(timeout) - 1.0, float(timeout) * 0.8), float(timeout) / 2)
+    return max(int(seconds * 1000), 1)
+
+
+def _entries(found: Any) -> list[StreamEntry]:
+    entries: list[StreamEntry] = []
+    for _key, items in found or []:
+        for entry_id, fields in items:
+            decoded = {_text(k): _text(v) for k, v in fields.items()}
+            entries.append(
+                StreamEntry(_text(entry_id), decoded["type"], json.loads(decoded["data"]))
+            )
+    return entries
 
 
 def _text(value: bytes | str) -> str:

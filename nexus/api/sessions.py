@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header
+import structlog
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from nexus.agents.tree import session_tree
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.sessions import (
     AbortRequested,
@@ -31,16 +32,21 @@ from nexus.api.schemas.sessions import (
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
 from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED
+from nexus.ids import now_ms
 from nexus.ingest.direct import request_compaction, send_to_session
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
 from nexus.ledger.repository import LabelTaken, NotFound
-from nexus.queueing.coordination import Coordination
+from nexus.queueing.coordination import Coordination, CoordinationUnavailable
+from nexus.queueing.stream_log import BadStreamId, parse_stream_id
 
+log = structlog.get_logger(__name__)
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
 # A quiet stream still sends a comment this often, so proxies keep the connection open
 # and a client that went away is noticed.
 KEEPALIVE_MS = 15_000
+# What a client waits before reconnecting when a stream ends (EventSource's `retry`).
+RECONNECT_MS = 2_000
 
 
 def session_view(uow: UnitOfWork, session: SessionRecord) -> SessionView:
@@ -175,19 +181,35 @@ def abort(label: str, database: DatabaseDep, coordination: CoordinationDep) -> A
 @router.get(
     "/{label:path}/stream",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-sent events"},
+        400: {"description": "A malformed Last-Event-ID"},
+        503: {"description": "The stream store (Redis) does not answer; retry later"},
+    },
 )
-def stream(
+async def stream(
     label: str,
-    database: DatabaseDep,
-    coordination: CoordinationDep,
+    graph: NexusDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> StreamingResponse:
-    """Server-sent events for the session (seed 003's names, each with an id). Reconnect
-    with `Last-Event-ID` to replay what was missed while it is kept (an hour, 1,000
-    events)."""
-    session = _session(database, label)
-    after = last_event_id or coordination.stream_tail(session.id)
+    last_event_id_query: Annotated[str | None, Query(alias="last_event_id")] = None,
+) -> Response:
+    """Server-sent events for the session (seed 003's names, each with an id), with a
+    comment every 15 s while quiet; it stays open until the client leaves. Reconnect with
+    `Last-Event-ID` (or `?last_event_id=` where a client cannot set headers; the header
+    wins) to replay what was missed while it is kept (an hour, 1,000 events)."""
+    # Stream ids carry the wall clock of whoever wrote them (Redis, or this process).
+    after = _resume_from(now_ms(), last_event_id, last_event_id_query)
+    # Served on the event loop: an open stream holds a socket, never a worker thread.
+    session = await run_in_threadpool(_session, graph.database, label)
+    coordination = graph.coordination
+    try:
+        after = after or await coordination.stream_tail_async(session.id)
+    except CoordinationUnavailable:
+        return JSONResponse(
+            error_body("unavailable", "the session stream is unreachable; retry later"),
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return StreamingResponse(
         _events(coordination, session.id, after),
         media_type="text/event-stream",
@@ -195,12 +217,31 @@ def stream(
     )
 
 
-def _events(coordination: Coordination, session_id: str, after: str) -> Iterator[str]:
-    """Runs in a thread (Starlette iterates a sync generator there); ends when the client
-    goes away, noticed at the next write."""
-    yield "retry: 2000\n\n"
+def _resume_from(now_ms: int, header: str | None, query: str | None) -> str | None:
+    """The id to resume after, if the client gave one (the header last, so it wins). A
+    malformed one is a 400, never a silent replay from elsewhere: that would be a gap or
+    duplicates."""
+    after = None
+    for where, given in (("last_event_id", query), ("the Last-Event-ID header", header)):
+        if given is not None:
+            try:
+                after = parse_stream_id(given, now_ms=now_ms)
+            except BadStreamId as error:
+                raise ApiError(400, "invalid_last_event_id", f"{where}: {error}") from error
+    return after
+
+
+async def _events(coordination: Coordination, session_id: str, after: str) -> AsyncIterator[str]:
+    """Runs on the event loop; Starlette cancels it when the client goes away."""
+    yield f"retry: {RECONNECT_MS}\n\n"
     while True:
-        entries = coordination.read_stream(session_id, after, block_ms=KEEPALIVE_MS)
+        try:
+            entries = await coordination.read_stream_async(session_id, after, block_ms=KEEPALIVE_MS)
+        except CoordinationUnavailable as error:
+            # End the stream: the client reconnects after `retry` with its Last-Event-ID and
+            # misses nothing that Redis kept.
+            log.warning("stream_unavailable", session_id=session_id, error=str(error))
+            return
         if not entries:
             yield ": keep-alive\n\n"
             continue

@@ -22,6 +22,10 @@ from nexus.engine.stream import RecordingPublisher, StreamEvent
 from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
 
 
+class CoordinationUnavailable(Exception):
+    """The coordination store (Redis) did not answer: a caller may retry later."""
+
+
 class Lease(Protocol):
     def extend(self) -> bool:
         """Push the expiry out by the lease's TTL; False once it was lost to someone else."""
@@ -73,6 +77,16 @@ class Coordination(Protocol):
     def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
         """Stream events after `after`, oldest first, waiting up to `block_ms` for one."""
         ...
+
+    # The same two for an event loop (the SSE route): a wait holds no thread, so open
+    # streams cost the API a socket each, not a worker thread. Both raise
+    # CoordinationUnavailable when the store does not answer.
+
+    async def stream_tail_async(self, session_id: str) -> str: ...
+
+    async def read_stream_async(
+        self, session_id: str, after: str, *, block_ms: int
+    ) -> list[StreamEntry]: ...
 
 
 @dataclass
@@ -180,6 +194,14 @@ class InProcessCoordination:
 
     def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
         return self.log.read(session_id, after, block_ms=block_ms)
+
+    async def stream_tail_async(self, session_id: str) -> str:
+        return self.log.tail(session_id)
+
+    async def read_stream_async(
+        self, session_id: str, after: str, *, block_ms: int
+    ) -> list[StreamEntry]:
+        return await self.log.read_async(session_id, after, block_ms=block_ms)
 
 
 class KeepAlive:

@@ -6,6 +6,9 @@ Ids look like Redis stream ids, `{ms}-{seq}`, and order the same way.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
 import threading
 import time
 from collections import deque
@@ -17,6 +20,18 @@ from typing import Any
 STREAM_KEEP = 1_000
 STREAM_TTL_S = 3_600
 START = "0-0"
+# What an id may be: `{ms}-{seq}` (or `{ms}`, meaning seq 0), each part an unsigned 64-bit
+# number as Redis has them. ASCII digits only: `\d` would take other scripts' digits.
+_STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
+_MAX_PART = 2**64 - 1
+# How far ahead of this process's clock an id may be. Ids carry the writer's clock (Redis's,
+# or this process's), so a little skew is normal; an id further ahead was never issued, and
+# reading after it would show nothing until the clock caught up.
+FUTURE_SKEW_MS = 5 * 60_000
+
+
+class BadStreamId(ValueError):
+    """A client's stream id (`Last-Event-ID`) that no stream ever issued."""
 
 
 @dataclass(frozen=True)
@@ -26,14 +41,37 @@ class StreamEntry:
     data: dict[str, Any]
 
 
+def parse_stream_id(value: str, *, now_ms: int) -> str:
+    """A client's `Last-Event-ID` as a full `{ms}-{seq}` id, or BadStreamId saying why not."""
+    match = _STREAM_ID.fullmatch(value)
+    if match is None:
+        raise BadStreamId(
+            f"{value[:64]!r} is not a stream event id (they look like 1700000000000-0)"
+        )
+    millis, seq = int(match[1]), int(match[2] or 0)
+    if millis > _MAX_PART or seq > _MAX_PART:
+        raise BadStreamId(f"{value[:64]!r} is out of range for a stream event id")
+    if millis > now_ms + FUTURE_SKEW_MS:
+        raise BadStreamId(f"{value[:64]!r} is ahead of this server's clock: no event has it yet")
+    return f"{millis}-{seq}"
+
+
 def stream_id_key(stream_id: str) -> tuple[int, int]:
-    """Sort key of an id; a malformed one sorts first (a client's bad Last-Event-ID
-    replays what is kept rather than failing)."""
+    """Sort key of a well-formed id (the API checks a client's with `parse_stream_id`)."""
     millis, _, seq = stream_id.partition("-")
-    try:
-        return int(millis), int(seq or 0)
-    except ValueError:
-        return (0, 0)
+    return int(millis), int(seq or 0)
+
+
+@dataclass(eq=False)
+class _AsyncWaiter:
+    """A coroutine waiting for a session's next entry, woken from whichever thread appends."""
+
+    loop: asyncio.AbstractEventLoop
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # its loop closed: nobody is waiting any more
+            self.loop.call_soon_threadsafe(self.woken.set)
 
 
 @dataclass
@@ -42,6 +80,7 @@ class InProcessStreamLog:
     _streams: dict[str, deque[StreamEntry]] = field(default_factory=dict)
     _last: tuple[int, int] = (0, 0)
     _changed: threading.Condition = field(default_factory=threading.Condition)
+    _waiters: dict[str, set[_AsyncWaiter]] = field(default_factory=dict)
 
     def append(self, session_id: str, event_type: str, data: dict[str, Any]) -> str:
         with self._changed:
@@ -51,6 +90,8 @@ class InProcessStreamLog:
             entry = StreamEntry(f"{self._last[0]}-{self._last[1]}", event_type, data)
             self._streams.setdefault(session_id, deque(maxlen=self.keep)).append(entry)
             self._changed.notify_all()
+            for waiter in self._waiters.pop(session_id, ()):
+                waiter.wake()
             return entry.id
 
     def tail(self, session_id: str) -> str:
@@ -64,12 +105,34 @@ class InProcessStreamLog:
         deadline = time.monotonic() + block_ms / 1000
         with self._changed:
             while True:
-                found = [
-                    entry
-                    for entry in self._streams.get(session_id, ())
-                    if stream_id_key(entry.id) > floor
-                ]
+                found = self._after(session_id, floor)
                 remaining = deadline - time.monotonic()
                 if found or remaining <= 0:
                     return found
                 self._changed.wait(remaining)
+
+    async def read_async(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
+        """`read` for an event loop: the wait holds no thread, only a registered waiter."""
+        floor = stream_id_key(after)
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            waiter = _AsyncWaiter(asyncio.get_running_loop())
+            with self._changed:  # registered under the lock, so no append slips between
+                found = self._after(session_id, floor)
+                remaining = deadline - time.monotonic()
+                if found or remaining <= 0:
+                    return found
+                self._waiters.setdefault(session_id, set()).add(waiter)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter.woken.wait(), remaining)
+            finally:
+                with self._changed:
+                    waiting = self._waiters.get(session_id)
+                    if waiting is not None:
+                        waiting.discard(waiter)
+                        if not waiting:
+                            del self._waiters[session_id]
+
+    def _after(self, session_id: str, floor: tuple[int, int]) -> list[StreamEntry]:
+        return [e for e in self._streams.get(session_id, ()) if stream_id_key(e.id) > floor]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -151,3 +152,53 @@ def test_several_events_publish_in_order_as_one(coordination: Coordination) -> N
     assert len({e.id for e in seen_a}) == 2
     [other] = coordination.read_stream("pb", start_b, block_ms=100)
     assert (other.type, other.data) == ("queue.item.queued", {"queue_item_id": "q1"})
+
+
+def test_an_async_read_replays_after_an_id_and_waits_for_the_next_event(
+    coordination: Coordination,
+) -> None:
+    async def scenario() -> None:
+        start = await coordination.stream_tail_async("as1")
+        coordination.publish("as1", "session.started", {"turn": 1})
+        coordination.publish("as2", "message.delta", {"text": "other session"})
+        coordination.publish("as1", "message.delta", {"text": "hi"})
+        seen = await coordination.read_stream_async("as1", start, block_ms=100)
+        assert [(e.type, e.data) for e in seen] == [
+            ("session.started", {"turn": 1}),
+            ("message.delta", {"text": "hi"}),
+        ]
+        assert await coordination.read_stream_async("as1", seen[0].id, block_ms=100) == seen[1:]
+        tail = await coordination.stream_tail_async("as1")
+        assert tail == seen[-1].id
+        began = time.monotonic()
+        assert await coordination.read_stream_async("as1", tail, block_ms=200) == []
+        assert time.monotonic() - began >= 0.15  # it waited, then found nothing
+        # A publish from another thread (a worker's) wakes a waiting reader at once.
+        reader = asyncio.create_task(coordination.read_stream_async("as1", tail, block_ms=5_000))
+        await asyncio.sleep(0.2)
+        began = time.monotonic()
+        await asyncio.to_thread(coordination.publish, "as1", "turn.committed", {"turn_id": "t1"})
+        [woken] = await reader
+        assert woken.type == "turn.committed" and time.monotonic() - began < 2
+
+    asyncio.run(scenario())
+
+
+def test_many_async_readers_wait_without_a_thread_each_and_all_wake(
+    coordination: Coordination,
+) -> None:
+    async def scenario() -> None:
+        start = await coordination.stream_tail_async("fan")
+        await coordination.read_stream_async("fan", start, block_ms=1)  # the client, warmed
+        threads = threading.active_count()
+        readers = [
+            asyncio.create_task(coordination.read_stream_async("fan", start, block_ms=10_000))
+            for _ in range(50)
+        ]
+        await asyncio.sleep(0.3)
+        assert threading.active_count() == threads  # waiting costs no thread
+        coordination.publish("fan", "session.started", {})
+        found = await asyncio.gather(*readers)
+        assert [[e.type for e in entries] for entries in found] == [["session.started"]] * 50
+
+    asyncio.run(scenario())
