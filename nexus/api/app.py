@@ -19,6 +19,7 @@ from nexus.api import (
     inbound,
     operations,
     routing,
+    session_detail,
     sessions,
     turns,
 )
@@ -92,6 +93,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         entities,
         aliases,
         sessions,
+        session_detail,
         agents,
         turns,
         routing,

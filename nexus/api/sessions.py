@@ -320,8 +320,3 @@ def cancel(
 
 
 # Last: `{label:path}` would otherwise swallow every /v1/sessions/{label}/… route above.
-@router.get("/{label:path}")
-def get_session(label: str, database: DatabaseDep) -> SessionView:
-    """One session; a label that is an alias (after an entity merge) gives its target."""
-    with database.unit_of_work() as uow:
-        return session_view(uow, resolve(uow, label))

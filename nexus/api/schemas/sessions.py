@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from nexus.ingest.direct import DEFAULT_PERSONA
-from nexus.ledger.enums import MessageSource, QueueMode
+from nexus.ledger.enums import MAX_DEBOUNCE_MS, DropPolicy, MessageSource, QueueMode
 from nexus.ledger.records import (
     NewSessionLabel,
     QueueItemRecord,
@@ -15,7 +15,9 @@ from nexus.ledger.records import (
     StorableText,
     TurnView,
 )
+from nexus.queueing.settings import Source
 
+T = TypeVar("T")
 MAX_MESSAGE_CHARS = 100_000
 # What an API caller may say a message comes from. agent, cron, trigger and event are
 # Nexus's own origins: their answers go where the session last heard from a person.
@@ -45,6 +47,42 @@ class SessionView(SessionRecord):
 
     persona: str | None
     aliases: list[str]
+
+
+class SettingView(BaseModel, Generic[T]):
+    value: T
+    source: Source  # "session", "policy" (the access policy its messages match) or "default"
+
+
+class QueueSettingsView(BaseModel):
+    """The settings a message arriving now would be queued under. A mode of null means no
+    layer chose one: each message's source does (interrupt for people, followup for
+    automation)."""
+
+    mode: SettingView[QueueMode | None]
+    cap: SettingView[int]
+    drop: SettingView[DropPolicy]
+    debounce_ms: SettingView[int]
+    policy: str | None  # the access policy its latest platform message matched
+
+
+class SessionDetail(SessionView):
+    """One session as GET and PATCH /v1/sessions/{label} show it."""
+
+    queue: QueueSettingsView
+
+
+class SessionSettings(BaseModel):
+    """What PATCH changes: a field left out stays as it is; `null` clears the session's own
+    setting, so its policy's or the deployment's applies again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue_mode: QueueMode | None = None
+    cap: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    drop: DropPolicy | None = None
+    debounce_ms: Annotated[int, Field(ge=0, le=MAX_DEBOUNCE_MS)] | None = None
+    archived: bool | None = None
 
 
 class SendMessage(BaseModel):

@@ -104,6 +104,22 @@ class EventRepository:
         ).one_or_none()
         return None if row is None else to_record(EventRecord, row)
 
+    def latest_routed_for_session(
+        self, session_id: str, internal: Collection[str]
+    ) -> EventRecord | None:
+        """The newest message from outside Nexus (any adapter but the `internal` ones) that
+        was routed to the session: the one its access policy last decided on."""
+        row = self._conn.execute(
+            select(*columns_for(events, EventRecord))
+            .join(queue_items, queue_items.c.event_id == events.c.id)
+            .where(queue_items.c.session_id == session_id)
+            .where(events.c.direction == "inbound")
+            .where(events.c.adapter.not_in(list(internal)))
+            .order_by(events.c.received_at.desc(), events.c.id.desc())
+            .limit(1)
+        ).one_or_none()
+        return None if row is None else to_record(EventRecord, row)
+
     def mark_processed(self, event_id: str, disposition: str, detail: str | None = None) -> bool:
         """Record what became of the event; only the first disposition sticks."""
         result = self._conn.execute(

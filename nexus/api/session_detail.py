@@ -1,0 +1,115 @@
+"""GET and PATCH /v1/sessions/{label}: one session with its effective queue settings (and
+where each came from); its own settings and its archive state changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from nexus.access.policy import Decision, decide
+from nexus.api.deps import AUTHENTICATED, NexusDep
+from nexus.api.errors import ApiError
+from nexus.api.schemas.sessions import (
+    QueueSettingsView,
+    SessionDetail,
+    SessionSettings,
+    SettingView,
+)
+from nexus.api.sessions import resolve, session_view
+from nexus.bootstrap import Nexus
+from nexus.db import UnitOfWork
+from nexus.ingest.direct import API_ADAPTER
+from nexus.ingest.router import delivery_for, principal_for, session_overrides
+from nexus.ledger.enums import DropPolicy, QueueMode, SessionStatus
+from nexus.ledger.records import SessionRecord
+from nexus.outbound.addressing import INTERNAL_TRIGGERS
+from nexus.queueing.settings import QueueOverrides, effective_queue
+
+# Registered after nexus.api.sessions: its `/{label:path}/…` routes must match first.
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
+
+
+# The PATCH body's names → the sessions table's columns.
+_COLUMNS = {
+    "queue_mode": "queue_mode",
+    "cap": "queue_cap",
+    "drop": "drop_policy",
+    "debounce_ms": "debounce_ms",
+}
+
+
+def _policy_decision(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> Decision | None:
+    """What the access policies decide for the session's latest message from outside
+    (None: it has none, so no policy has applied to it yet)."""
+    latest = uow.ledger.events.latest_routed_for_session(
+        session.id, {API_ADAPTER, *INTERNAL_TRIGGERS}
+    )
+    if latest is None:
+        return None
+    decision = decide(graph.policies, principal_for(uow, latest), delivery_for(latest))
+    return decision if decision.allowed else None
+
+
+def queue_settings(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> QueueSettingsView:
+    decision = _policy_decision(uow, graph, session)
+    policy = (
+        QueueOverrides(
+            mode=decision.queue_mode,
+            cap=decision.queue_cap,
+            drop=decision.drop_policy,
+            debounce_ms=decision.debounce_ms,
+        )
+        if decision is not None
+        else QueueOverrides()
+    )
+    found = effective_queue(session_overrides(session), policy, graph.queue_policy.defaults)
+    return QueueSettingsView(
+        mode=SettingView[QueueMode | None](value=found.mode.value, source=found.mode.source),
+        cap=SettingView[int](value=found.cap.value, source=found.cap.source),
+        drop=SettingView[DropPolicy](value=found.drop.value, source=found.drop.source),
+        debounce_ms=SettingView[int](
+            value=found.debounce_ms.value, source=found.debounce_ms.source
+        ),
+        policy=decision.policy if decision is not None else None,
+    )
+
+
+def changes(body: SessionSettings) -> dict[str, Any]:
+    """The columns PATCH writes: only the fields the caller sent (null included)."""
+    values: dict[str, Any] = {
+        _COLUMNS[name]: getattr(body, name) for name in body.model_fields_set if name in _COLUMNS
+    }
+    if "archived" in body.model_fields_set:
+        if body.archived is None:
+            raise ApiError(422, "invalid_request", "archived is true or false, not null")
+        values["status"] = SessionStatus.ARCHIVED if body.archived else SessionStatus.ACTIVE
+    return values
+
+
+def session_detail(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> SessionDetail:
+    view = session_view(uow, session)
+    return SessionDetail(**view.model_dump(), queue=queue_settings(uow, graph, session))
+
+
+@router.get("/{label:path}")
+def get_session(label: str, graph: NexusDep) -> SessionDetail:
+    """One session with its effective queue settings; a label that is an alias (after an
+    entity merge, say) gives its target."""
+    with graph.database.reading() as uow:
+        return session_detail(uow, graph, resolve(uow, label))
+
+
+@router.patch("/{label:path}")
+def configure(label: str, body: SessionSettings, graph: NexusDep) -> SessionDetail:
+    """Change a session's own queue settings (`null` clears one) or archive it (`archived`:
+    an archived session stays readable and forkable, and refuses new messages with 409).
+    Answers the session as GET does."""
+    values = changes(body)
+    if not values:
+        raise ApiError(400, "nothing_to_change", "send at least one setting")
+    with graph.database.unit_of_work() as uow:
+        session = uow.ledger.sessions.configure(resolve(uow, label).id, values)
+        detail = session_detail(uow, graph, session)
+        uow.commit()
+    return detail
