@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from hypothesis import strategies as st
 
-from tests.api.test_inbound_platforms import CASES, NOW_S
+from tests.api.inbound_support import CASES
 
 DEEP = "\x01deep\x01"  # a marker replaced by nesting too deep to build as Python objects
 SURROGATE = "lone \ud800 surrogate"
@@ -131,6 +131,3 @@ def header_overrides(name: str) -> st.SearchStrategy[dict[str, str]]:
             {"X-GitHub-Delivery": _ascii_id.filter(bool), "X-GitHub-Event": _ascii_id.filter(bool)}
         )
     return st.just({})
-
-
-__all__ = ["NOW_S", "body_for", "header_overrides"]

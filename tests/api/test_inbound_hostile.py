@@ -15,15 +15,15 @@ from nexus.adapters.inbound.base import InboundRequest, Rejected
 from nexus.db import Database
 from nexus.ingest.service import storable
 from tests.api.hostile_bodies import body_for, header_overrides
-from tests.api.test_inbound_platforms import (
+from tests.api.inbound_support import (
     BASE,
     CASES,
     NOW_S,
     SECRET,
     Delivery,
-    _app,
-    _events,
-    _json,
+    app_client,
+    count_events,
+    json_bytes,
 )
 
 ADAPTERS = sorted(CASES)
@@ -57,7 +57,7 @@ def _stored(database: Database, ids: list[str]) -> list[str]:
 def test_signed_hostile_bodies_never_5xx_and_every_2xx_is_stored(
     database: Database, name: str
 ) -> None:
-    client = _app(database)
+    client = app_client(database)
     signer = CASES[name][0]
     started = time.monotonic()
     answered: Counter[int] = Counter()
@@ -72,13 +72,13 @@ def test_signed_hostile_bodies_never_5xx_and_every_2xx_is_stored(
     def delivered(body: bytes, extra: dict[str, str]) -> None:
         signed = signer(body, SECRET, NOW_S)
         delivery = Delivery({**signed.headers, **extra}, body)
-        before = _events(database)
+        before = count_events(database)
         answer = client.post(f"/v1/inbound/{name}", content=body, headers=delivery.headers)
         assert answer.status_code < 500, answer.text
         answered[answer.status_code] += 1
         if answer.status_code >= 400:
             assert set(answer.json()["error"]) == {"type", "message"}
-            assert _events(database) == before, "a refused delivery stored something"
+            assert count_events(database) == before, "a refused delivery stored something"
             return
         ids = _expected_ids(client, name, delivery)
         assert ids or name in ("slack", "discord"), "a 2xx without an event"  # handshakes
@@ -96,7 +96,7 @@ NESTED = b'{"update_id": 7, "message": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
     ("name", "body", "status"),
     [
         ("telegram", NESTED, 400),
-        ("telegram", _json({"update_id": True, "message": {"text": "x"}}), 400),
+        ("telegram", json_bytes({"update_id": True, "message": {"text": "x"}}), 400),
         ("telegram", b'{"update_id": 8, "x": NaN}', 400),
         ("telegram", b'{"update_id": 9, "x": 1e400}', 400),
         ("telegram", b'{"update_id": ' + b"9" * 5_000 + b"}", 400),
@@ -106,12 +106,12 @@ NESTED = b'{"update_id": 7, "message": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
 def test_named_hostile_json_is_a_clear_400(
     pg_database: Database, name: str, body: bytes, status: int
 ) -> None:
-    client = _app(pg_database)
+    client = app_client(pg_database)
     answer = client.post(
         f"/v1/inbound/{name}", content=body, headers=CASES[name][0](body, SECRET, NOW_S).headers
     )
     assert (answer.status_code, answer.json()["error"]["type"]) == (status, "malformed_request")
-    assert _events(pg_database) == 0
+    assert count_events(pg_database) == 0
 
 
 def test_odd_but_storable_fields_are_kept_on_postgres(pg_database: Database) -> None:
@@ -126,7 +126,7 @@ def test_odd_but_storable_fields_are_kept_on_postgres(pg_database: Database) -> 
         "is_topic_message": True,
     }
     body = json.dumps({"update_id": 10**400, "message": message}).encode()
-    client = _app(pg_database)
+    client = app_client(pg_database)
     answer = client.post(
         "/v1/inbound/telegram",
         content=body,
@@ -146,4 +146,4 @@ def test_odd_but_storable_fields_are_kept_on_postgres(pg_database: Database) -> 
         headers=CASES["telegram"][0](body, SECRET, NOW_S).headers,
     )
     assert again.json()["accepted"][0] == {**accepted, "duplicate": True}
-    assert _events(pg_database) == 1
+    assert count_events(pg_database) == 1
