@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -48,23 +49,60 @@ def _draft(event: NexusEvent, contact_id: str | None) -> EventDraft:
     )
 
 
-def _without_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_without_nul(v) for v in value)
+# Identifier columns are VARCHAR(255) on Postgres; Unix ms must fit BIGINT (and a sane year).
+_ID_CHARS = 255
+_MAX_MILLIS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def _text(value: str) -> str:
+    """Text Postgres can hold: no NUL, no lone surrogate (JSON's "\\ud800" decodes to one)."""
+    value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return value
 
 
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_cleaned(v) for v in value)
+    return value
+
+
+def fit_id(value: str | None) -> str | None:
+    """An identifier that fits its column: a long one keeps a readable head and gains a
+    SHA-256 of the whole, so distinct ids stay distinct and the same one maps the same."""
+    if value is None or len(value) <= _ID_CHARS:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()
+    return f"{value[: _ID_CHARS - 72]}~sha256:{digest}"
+
+
+def _bounded(dumped: dict[str, Any]) -> dict[str, Any]:
+    for key in ("space", "platform_thread_id", "reply_to", "message_id"):
+        dumped[key] = fit_id(dumped[key])
+    for key in ("sender", "container"):
+        if dumped[key] is not None:
+            dumped[key]["id"] = fit_id(dumped[key]["id"])
+    if not 0 <= dumped["occurred_at"] <= _MAX_MILLIS:
+        dumped["occurred_at"] = 0  # unknown, as when a platform dates nothing
+    return dumped
+
+
 def storable(event: NexusEvent) -> NexusEvent:
-    """The event with every NUL character replaced by U+FFFD. Postgres text and JSONB cannot
-    hold NUL; a platform cannot fix what it sends, so the message is kept, not refused."""
+    """The event as the ledger can hold it. Postgres text and JSONB cannot hold NUL or a
+    lone surrogate (each becomes U+FFFD); an identifier over its column's 255 characters is
+    shortened with a hash (`fit_id`); a date outside years 1970-9999 becomes 0 (unknown). A
+    platform cannot fix what it sends, so the message is kept, not refused."""
     dumped = event.model_dump()
-    cleaned = _without_nul(dumped)
+    cleaned = _bounded(_cleaned(dumped))
     return event if cleaned == dumped else NexusEvent.model_validate(cleaned)
 
 

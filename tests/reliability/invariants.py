@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -593,4 +593,21 @@ def _arrival_order(
                 problems.append(
                     f"[order] turn {turn_id} asks {in_turn} but they were queued as {queued}"
                 )
+    return problems
+
+
+def check_inputs(target: Database | Connection, accepted: Collection[str]) -> list[str]:
+    """After hostile deliveries: the inbound events are exactly the ones a platform was told
+    were accepted (a refused delivery stored nothing), each with one row."""
+    if isinstance(target, Database):
+        with target.engine.connect() as connection:
+            return check_inputs(connection, accepted)
+    stored = set(
+        target.exec_driver_sql("SELECT id FROM events WHERE direction = 'inbound'").scalars()
+    )
+    problems = [f"[inputs] accepted event {i!r} has no row" for i in sorted(set(accepted) - stored)]
+    problems += [
+        f"[inputs] event {i!r} was stored but no delivery was accepted for it"
+        for i in sorted(stored - set(accepted))
+    ]
     return problems

@@ -1,5 +1,6 @@
-"""Hostile input at a real `nexus api`: duplicate deliveries, malformed, oversized and
-wrongly signed bodies, and hostile session labels through the API and the CLI."""
+"""Hostile input at a real `nexus api`: duplicate deliveries, malformed, oversized, deeply
+nested, odd-typed and wrongly signed bodies, and hostile session labels through the API and
+the CLI."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from nexus.ledger.enums import QueueStatus
 from tests.fakes.platform_server import FakePlatforms
 from tests.integration.processes import NEXUS, nexus_process, telegram_update
 from tests.integration.worker_process import celery_worker, wait_for, worker_environment
+from tests.reliability.hostile_inputs import GITHUB_SECRET, WEBHOOK_SECRET, deliveries
+from tests.reliability.invariants import check_inputs
 from tests.reliability.watch import InvariantWatch
 from tests.support import free_port, port_open
 
@@ -70,6 +73,8 @@ def stack(pg_database: Database, invariants: InvariantWatch, tmp_path: Path) -> 
             "NEXUS_TELEGRAM_SECRET_TOKEN": SECRET,
             "NEXUS_TELEGRAM_BOT_TOKEN": "123:reliability",
             "NEXUS_TELEGRAM_API_BASE": platforms.base_url,
+            "NEXUS_GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
+            "NEXUS_WEBHOOK_SECRET": WEBHOOK_SECRET,
             "NEXUS_API_TOKENS": TOKEN,
             "NEXUS_API_URL": f"http://127.0.0.1:{port}",
             "NEXUS_API_TOKEN": TOKEN,  # what the CLI sends
@@ -124,6 +129,39 @@ def test_malformed_oversized_and_wrongly_signed_bodies_store_nothing(stack: Stac
     # The server is still well: a good update right after is stored and answered.
     assert stack.telegram(telegram_update(5, sender=1)).status_code == 200
     wait_for(stack.settled, what="the good update")
+
+
+def test_hostile_signed_bodies_are_refused_clearly_or_stored_once(stack: Stack) -> None:
+    """Forged, oversized, nested and odd-typed deliveries: each gets its 4xx and stores
+    nothing, or is accepted and reaches exactly one disposition; none is a 5xx."""
+    answers = {}
+    for build in deliveries():
+        delivery = build()
+        answers[delivery.name] = (
+            delivery,
+            stack.client.post(delivery.path, content=delivery.body, headers=delivery.headers),
+        )
+    expected = {name: delivery.status for name, (delivery, _) in answers.items()}
+    assert {name: answer.status_code for name, (_, answer) in answers.items()} == expected
+    for name, (_, answer) in answers.items():
+        if answer.status_code >= 400:
+            assert set(answer.json()["error"]) == {"type", "message"}, name
+    # /v1 without a token, small or ten MiB: refused, and nothing is stored.
+    event = {"id": "bridge:1", "adapter": "bridge", "platform": "bridge", "occurred_at": 0}
+    bare = stack.client.post("/v1/events", json=event)
+    huge = stack.client.post("/v1/events", json={**event, "text": "x" * TEN_MIB})
+    assert bare.status_code == 401 and huge.status_code in (401, 413)
+    accepted = {
+        stored["event_id"]
+        for _, answer in answers.values()
+        if answer.status_code == 200
+        for stored in answer.json()["accepted"]
+    }
+    redelivered = answers["github redelivery"][1].json()["accepted"]
+    assert [s["duplicate"] for s in redelivered] == [True]
+    wait_for(stack.settled, timeout=60, what="every accepted delivery disposed of")
+    assert check_inputs(stack.database, accepted) == []
+    # The rest (one disposition each, one answer per message) is the invariant checker's.
 
 
 HOSTILE = {

@@ -72,13 +72,7 @@ class InboundAdapter(Protocol):
 
 
 def json_body(request: InboundRequest) -> dict[str, Any]:
-    """The body as a JSON object, or a MalformedRequest that says what is wrong."""
-    import json
+    """The body as a JSON object of bounded depth, or a MalformedRequest saying what is wrong."""
+    from nexus.adapters.inbound.bounds import load_json_object
 
-    try:
-        parsed = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MalformedRequest(f"body is not valid JSON: {error}") from error
-    if not isinstance(parsed, dict):
-        raise MalformedRequest(f"body must be a JSON object, got {type(parsed).__name__}")
-    return parsed
+    return load_json_object(request.body)

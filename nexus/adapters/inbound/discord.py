@@ -15,6 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Signature-Ed25519"
@@ -67,7 +68,9 @@ class DiscordAdapter:
         if kind == PING:
             return InboundOutcome(answer=ImmediateAnswer(PONG))
         interaction_id = interaction.get("id")
-        if not isinstance(interaction_id, str) or not interaction_id.isdigit():
+        if not isinstance(interaction_id, str) or not (
+            interaction_id.isascii() and interaction_id.isdigit()
+        ):
             raise MalformedRequest("an interaction needs a snowflake id")
         event = _event(interaction_id, interaction)
         answer = DEFERRED_CHANNEL_MESSAGE if event.routable else None
@@ -145,7 +148,7 @@ def _event(interaction_id: str, interaction: dict[str, Any]) -> NexusEvent:
     container, thread = _where(interaction)
     data = _obj(interaction.get("data"))
     event = NexusEvent(
-        id=f"discord:{interaction_id}",
+        id=bounded_id("discord:", interaction_id),
         adapter="discord",
         platform="discord",
         space=str(interaction["guild_id"]) if interaction.get("guild_id") else None,

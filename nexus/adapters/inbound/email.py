@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from email.utils import getaddresses, parseaddr
@@ -16,6 +15,7 @@ from nexus.adapters.inbound.base import (
     MalformedRequest,
     SignatureRejected,
 )
+from nexus.adapters.inbound.bounds import event_id, load_json
 from nexus.adapters.inbound.email_mime import (
     date_ms,
     gmail_headers,
@@ -121,10 +121,7 @@ def _from_rfc822(body: bytes) -> NexusEvent:
 
 
 def _from_json(body: bytes) -> NexusEvent:
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MalformedRequest(f"body is not valid JSON: {error}") from error
+    payload = load_json(body)
     if not isinstance(payload, dict):
         raise MalformedRequest("a Gmail message or push notification is a JSON object")
     if "subscription" in payload and isinstance(payload.get("message"), dict):
@@ -136,7 +133,8 @@ def _from_json(body: bytes) -> NexusEvent:
     plain, html, attachments = gmail_parts(tree)
     internal = str(payload.get("internalDate", ""))
     # internalDate is when Gmail received it: unlike Date, the sender cannot set it.
-    received = int(internal) if internal.isascii() and internal.isdigit() else None
+    readable = internal.isascii() and internal.isdigit() and len(internal) < 16
+    received = int(internal) if readable else None
     event = _event(
         event_id=_event_id("gmail:", gmail_id),
         headers=headers,
@@ -169,12 +167,9 @@ def _push_event(payload: dict[str, Any]) -> NexusEvent:
 
 
 def _event_id(kind: str, provider_id: str) -> str:
-    event_id = f"email:{kind}{provider_id}"
     # A Message-ID may run to 998 characters, the ledger key to 255: hash the rare long one
     # rather than refuse the mail, so a redelivery still lands on the same key.
-    if len(event_id) > 255:
-        return f"email:{kind}sha256:{hashlib.sha256(provider_id.encode()).hexdigest()}"
-    return event_id
+    return event_id(f"email:{kind}", provider_id)
 
 
 def _event(

@@ -1,9 +1,10 @@
-"""GitHub webhooks: X-Hub-Signature-256, one delivery per request, keyed by its GUID."""
+"""GitHub webhooks: X-Hub-Signature-256, one delivery per request, keyed by what it says."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -28,6 +30,9 @@ _CONVERSATIONAL = {
     ("pull_request_review_comment", "created"): "comment",
 }
 _EDITS = frozenset({"edited", "deleted"})
+# Who and where a delivery is about, not what happened: their counters (stars, open issues,
+# pushed_at) move between two deliveries of one event, so they are left out of its identity.
+_CONTEXT = frozenset({"repository", "organization", "installation", "enterprise"})
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -56,7 +61,32 @@ class GitHubAdapter:
         if not event_name or not delivery:
             raise MalformedRequest(f"a GitHub delivery needs {EVENT_HEADER} and {DELIVERY_HEADER}")
         payload = json_body(request)
-        return InboundOutcome(events=(_event(f"github:{delivery}", event_name, payload),))
+        key = identity(event_name, payload) or delivery
+        return InboundOutcome(events=(_event(bounded_id("github:", key), event_name, payload),))
+
+
+def identity(event_name: str, payload: dict[str, Any]) -> str | None:
+    """What makes this delivery the same event as another, whatever its GUID: the event
+    type, every top-level plain value (action, ref, before/after, number…) and the id and
+    updated_at of every top-level object (comment, issue, pull_request, label, sender…),
+    leaving out the repository and organization around it. GitHub sends one event again
+    under a new GUID when it is redelivered, or when both a repository and an organization
+    hook see it; the payload's own ids are the same each time. None when the payload names
+    nothing of its own (then the delivery GUID is all there is)."""
+    parts: dict[str, Any] = {}
+    for key, value in payload.items():
+        if key in _CONTEXT:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("id"), str | int):
+            parts[key] = [value["id"], value.get("updated_at")]
+        elif isinstance(value, str | int | float | bool):
+            parts[key] = value
+    if not any(isinstance(v, list) for v in parts.values()):
+        return None
+    canonical = json.dumps(parts, sort_keys=True).encode()
+    action = payload.get("action")
+    label = f"{event_name}.{action}" if isinstance(action, str) else event_name
+    return f"{label[:80]}:{hashlib.sha256(canonical).hexdigest()[:40]}"
 
 
 def _subject(payload: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nexus.adapters.inbound.base import InboundAdapter
+from nexus.adapters.inbound.bounds import Guarded
 from nexus.adapters.inbound.discord import DiscordAdapter
 from nexus.adapters.inbound.email import EmailAdapter
 from nexus.adapters.inbound.github import GitHubAdapter
@@ -15,7 +16,8 @@ from nexus.settings import Settings, revealed
 
 
 def build_adapters(settings: Settings) -> dict[str, InboundAdapter]:
-    """Every adapter is always present; one without its secret rejects every request."""
+    """Every adapter is always present; one without its secret rejects every request.
+    Each is guarded: a signed body with a field it cannot take is a 400, never a 500."""
     adapters: list[InboundAdapter] = [
         TelegramAdapter(revealed(settings.telegram_secret_token)),
         SlackAdapter(revealed(settings.slack_signing_secret)),
@@ -28,4 +30,4 @@ def build_adapters(settings: Settings) -> dict[str, InboundAdapter]:
         GitHubAdapter(revealed(settings.github_webhook_secret)),
         StandardWebhookAdapter(revealed(settings.webhook_secret)),
     ]
-    return {adapter.name: adapter for adapter in adapters}
+    return {adapter.name: Guarded(adapter) for adapter in adapters}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -17,6 +16,8 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.bounds import load_json_object
 from nexus.event import (
     Attachment,
     Author,
@@ -102,7 +103,7 @@ class SlackAdapter:
         event_id, event = payload.get("event_id"), payload.get("event")
         if not isinstance(event_id, str) or not event_id or not isinstance(event, dict):
             raise MalformedRequest("an event_callback needs an event_id and an event object")
-        return InboundOutcome(events=(_event(f"slack:{event_id}", payload, event),))
+        return InboundOutcome(events=(_event(bounded_id("slack:", event_id), payload, event),))
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -216,7 +217,7 @@ def _millis(event_time: Any, ts: Any) -> int:
         return event_time * 1000
     try:
         return int(float(ts) * 1000)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # "1e400" is a float, and infinite
         return 0
 
 
@@ -226,7 +227,7 @@ def _rate_limited(payload: dict[str, Any]) -> NexusEvent:
     if not isinstance(minute, int) or not isinstance(team, str):
         raise MalformedRequest("app_rate_limited needs team_id and an integer minute_rate_limited")
     return NexusEvent(
-        id=f"slack:rate_limited:{team}:{minute}",
+        id=bounded_id("slack:rate_limited:", f"{team}:{minute}"),
         adapter="slack",
         platform="slack",
         kind="system",
@@ -260,7 +261,7 @@ def _slash_command(form: dict[str, str], occurred_at: int) -> NexusEvent:
     channel_type = _SLASH_CHANNEL_TYPES.get(channel_name, channel_type)
     user = form.get("user_id")
     return NexusEvent(
-        id=f"slack:cmd:{trigger}",
+        id=bounded_id("slack:cmd:", trigger),
         adapter="slack",
         platform="slack",
         space=form.get("team_id"),
@@ -274,18 +275,13 @@ def _slash_command(form: dict[str, str], occurred_at: int) -> NexusEvent:
 
 def _interaction(encoded: str, body: bytes, occurred_at: int) -> NexusEvent:
     """Buttons, shortcuts and modals post here too if Interactivity points at this URL."""
-    try:
-        payload = json.loads(encoded)
-    except json.JSONDecodeError as error:
-        raise MalformedRequest(f"the interactive payload is not JSON: {error}") from error
-    if not isinstance(payload, dict):
-        raise MalformedRequest("the interactive payload must be a JSON object")
+    payload = load_json_object(encoded, "the interactive payload")
     # view_closed has no trigger_id; Slack does not retry these, so the bytes identify it.
     trigger = payload.get("trigger_id")
     provider_id = trigger if isinstance(trigger, str) and trigger else _digest(body)
     user = _obj(payload.get("user")).get("id")
     return NexusEvent(
-        id=f"slack:interaction:{provider_id}",
+        id=bounded_id("slack:interaction:", provider_id),
         adapter="slack",
         platform="slack",
         kind="unsupported",

@@ -12,6 +12,8 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.bounds import unix_ms
 from nexus.event import Attachment, Author, Container, ContainerKind, NexusEvent
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
@@ -52,9 +54,10 @@ class TelegramAdapter:
     def parse(self, request: InboundRequest) -> InboundOutcome:
         update = json_body(request)
         update_id = update.get("update_id")
-        if not isinstance(update_id, int):
+        # bool is an int to Python, but `true` is not an update_id.
+        if not isinstance(update_id, int) or isinstance(update_id, bool):
             raise MalformedRequest("a Telegram Update needs an integer update_id")
-        event_id = f"telegram:{update_id}"
+        event_id = bounded_id("telegram:", str(update_id))
         for field in ("message", "channel_post"):
             if isinstance(update.get(field), dict):
                 return InboundOutcome(events=(_message_event(event_id, update, update[field]),))
@@ -145,7 +148,7 @@ def _message_event(event_id: str, update: dict[str, Any], message: dict[str, Any
         if isinstance(reply, dict) and "message_id" in reply
         else None,
         message_id=str(message["message_id"]) if "message_id" in message else None,
-        occurred_at=int(message.get("date", 0)) * 1000,
+        occurred_at=unix_ms(message.get("date")),
         raw=update,
     )
     if sender is not None and sender.is_bot:
@@ -172,6 +175,6 @@ def _callback_event(event_id: str, update: dict[str, Any]) -> NexusEvent:
         container=_container(message.get("chat")),
         text=query.get("data"),
         reply_to=str(message["message_id"]) if "message_id" in message else None,
-        occurred_at=int(message.get("date", 0)) * 1000,
+        occurred_at=unix_ms(message.get("date")),
         raw=update,
     )

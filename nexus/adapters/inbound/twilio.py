@@ -13,6 +13,7 @@ from nexus.adapters.inbound.base import (
     MalformedRequest,
     SignatureRejected,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
@@ -20,6 +21,9 @@ SIGNATURE_HEADER = "X-Twilio-Signature"
 # answers later through the REST API, once the turn has run.
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 _INBOUND = ("received", "")
+# Twilio attaches at most ten media to a message; NumMedia is read no further than that, so
+# a signed "NumMedia=99999999999999999999" costs ten lookups, not an endless loop.
+MAX_MEDIA = 10
 
 
 def _form(body: bytes) -> dict[str, str]:
@@ -87,11 +91,11 @@ def _inbound(sid: str, form: dict[str, str]) -> NexusEvent:
         Attachment(
             kind="media", ref=form[f"MediaUrl{i}"], mime_type=form.get(f"MediaContentType{i}")
         )
-        for i in range(media_count)
+        for i in range(min(media_count, MAX_MEDIA))
         if form.get(f"MediaUrl{i}")
     )
     event = NexusEvent(
-        id=f"twilio:{sid}",
+        id=bounded_id("twilio:", sid),
         adapter="twilio",
         platform=_platform(sender),
         space=form.get("To") or form.get("MessagingServiceSid"),
@@ -112,7 +116,7 @@ def _inbound(sid: str, form: dict[str, str]) -> NexusEvent:
 def _status(sid: str, status: str, form: dict[str, str]) -> NexusEvent:
     error = form.get("ErrorCode")
     return NexusEvent(
-        id=f"twilio:status:{sid}:{status}",
+        id=bounded_id("twilio:status:", f"{sid}:{status}"),
         adapter="twilio",
         platform=_platform(form.get("To", "")),
         kind="status",

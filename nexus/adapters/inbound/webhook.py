@@ -27,6 +27,8 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.bounds import unix_ms
 from nexus.event import Author, Container, ContainerKind, NexusEvent
 
 ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
@@ -81,7 +83,9 @@ class StandardWebhookAdapter:
         if not msg_id or not stamp or not stamp.isdigit():
             raise MalformedRequest(f"{ID_HEADER} and a numeric {TIMESTAMP_HEADER} are required")
         payload = json_body(request)
-        return InboundOutcome(events=(_event(f"webhook:{msg_id}", int(stamp) * 1000, payload),))
+        return InboundOutcome(
+            events=(_event(bounded_id("webhook:", msg_id), unix_ms(stamp), payload),)
+        )
 
 
 def _event(event_id: str, occurred_at: int, payload: dict[str, Any]) -> NexusEvent:

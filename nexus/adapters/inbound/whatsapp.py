@@ -15,6 +15,8 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
     json_body,
 )
+from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.bounds import unix_ms
 from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -65,7 +67,10 @@ class WhatsAppAdapter:
             payload.get("entry"), list
         ):
             raise MalformedRequest("not a WhatsApp Business Account notification")
-        return InboundOutcome(events=tuple(_events(payload)))
+        events = tuple(_events(payload))
+        # Account, template or quality updates carry no message or status: recorded all the
+        # same (nothing acknowledged is dropped), under a digest of the signed bytes.
+        return InboundOutcome(events=events or (_notification(request.body, payload),))
 
 
 def _events(payload: dict[str, Any]) -> Iterator[NexusEvent]:
@@ -93,7 +98,7 @@ def _message(
         raise MalformedRequest("a WhatsApp message needs an id and a from")
     kind = str(message.get("type"))
     event = NexusEvent(
-        id=f"whatsapp:{wamid}",
+        id=bounded_id("whatsapp:", wamid),
         adapter="whatsapp",
         platform="whatsapp",
         space=space,
@@ -101,7 +106,7 @@ def _message(
         container=Container(kind="dm", id=sender),
         reply_to=_obj(message.get("context")).get("id"),
         message_id=wamid,
-        occurred_at=int(message.get("timestamp") or 0) * 1000,
+        occurred_at=unix_ms(message.get("timestamp")),
         raw=payload,
     )
     if kind == "text":
@@ -143,15 +148,32 @@ def _status(status: dict[str, Any], space: str | None, payload: dict[str, Any]) 
     reason = f"delivery status {state}" + (f": {'; '.join(errors)}" if errors else "")
     recipient = status.get("recipient_id")
     return NexusEvent(
-        id=f"whatsapp:status:{wamid}:{state}",
+        id=bounded_id("whatsapp:status:", f"{wamid}:{state}"),
         adapter="whatsapp",
         platform="whatsapp",
         kind="status",
         space=space,
         container=Container(kind="dm", id=str(recipient)) if recipient else None,
         message_id=wamid,
-        occurred_at=int(status.get("timestamp") or 0) * 1000,
+        occurred_at=unix_ms(status.get("timestamp")),
         raw=payload,
         ignore_reason=reason,
         delivery_status=state,
+    )
+
+
+def _notification(body: bytes, payload: dict[str, Any]) -> NexusEvent:
+    fields = sorted(
+        str(_obj(change).get("field"))
+        for entry in payload["entry"]
+        for change in _obj(entry).get("changes") or []
+    )
+    return NexusEvent(
+        id=f"whatsapp:notification:sha256-{hashlib.sha256(body).hexdigest()[:32]}",
+        adapter="whatsapp",
+        platform="whatsapp",
+        kind="system",
+        occurred_at=0,
+        raw=payload,
+        ignore_reason=f"notification without messages or statuses ({', '.join(fields) or 'empty'})",
     )

@@ -41,9 +41,9 @@ def _request(name: str, payload: dict[str, Any], delivery: str = "72d3162e-cc78"
     return InboundRequest("POST", "https://x", headers, body)
 
 
-def _parse(name: str, payload: dict[str, Any]) -> NexusEvent:
+def _parse(name: str, payload: dict[str, Any], delivery: str = "72d3162e-cc78") -> NexusEvent:
     adapter = GitHubAdapter(SECRET)
-    request = _request(name, payload)
+    request = _request(name, payload, delivery)
     adapter.verify(request, now_ms=0)
     (event,) = adapter.parse(request).events
     return event
@@ -82,7 +82,7 @@ def test_an_issue_comment_is_a_message_in_the_issue_thread() -> None:
             "sender": USER,
         },
     )
-    assert event.id == "github:72d3162e-cc78" and event.routable
+    assert event.id.startswith("github:issue_comment.created:") and event.routable
     assert event.text == "You are totally right! I'll get this fixed right away."
     assert event.container is not None and event.container.id == "Codertocat/Hello-World"
     assert (event.platform_thread_id, event.message_id) == ("1", comment["html_url"])
@@ -140,3 +140,49 @@ def test_missing_headers_or_a_bad_body_are_400() -> None:
         adapter.parse(no_event)
     with pytest.raises(MalformedRequest):
         adapter.parse(InboundRequest("POST", "x", dict(request.headers), b"[1]"))
+
+
+COMMENT: dict[str, Any] = {
+    "action": "created",
+    "issue": {**ISSUE, "id": 444500041, "updated_at": "2019-05-15T15:20:21Z"},
+    "comment": {"id": 492700400, "body": "Right!", "updated_at": "2019-05-15T15:20:21Z"},
+    "repository": {**REPO, "stargazers_count": 0, "pushed_at": "2019-05-15T15:20:00Z"},
+    "sender": USER,
+}
+
+
+def test_a_redelivery_under_a_new_guid_is_the_same_event() -> None:
+    first = _parse("issue_comment", COMMENT, delivery="guid-1")
+    # Redelivered later (or seen by an organization hook too): a new GUID, and the
+    # repository's counters have moved on; the comment is the same.
+    moved = {**REPO, "stargazers_count": 5, "pushed_at": "2019-05-16T00:00:00Z"}
+    again = _parse("issue_comment", {**COMMENT, "repository": moved}, delivery="guid-2")
+    assert again.id == first.id
+    assert first.id.startswith("github:issue_comment.created:")
+
+
+def test_different_events_about_one_comment_keep_different_ids() -> None:
+    created = _parse("issue_comment", COMMENT)
+    edit = {**COMMENT, "action": "edited"}
+    edited = _parse("issue_comment", {**edit, "comment": {**edit["comment"], "updated_at": "x"}})
+    edited_again = _parse(
+        "issue_comment", {**edit, "comment": {**edit["comment"], "updated_at": "y"}}
+    )
+    other = _parse("issue_comment", {**COMMENT, "comment": {**COMMENT["comment"], "id": 1}})
+    labeled = {"action": "labeled", "issue": COMMENT["issue"], "sender": USER}
+    bug = _parse("issues", {**labeled, "label": {"id": 1, "name": "bug"}})
+    docs = _parse("issues", {**labeled, "label": {"id": 2, "name": "docs"}})
+    ids = [e.id for e in (created, edited, edited_again, other, bug, docs)]
+    assert len(set(ids)) == len(ids)
+
+
+def test_a_payload_naming_nothing_of_its_own_is_keyed_by_its_guid() -> None:
+    event = _parse("meta", {"hook_id": 1, "repository": REPO}, delivery="guid-9")
+    assert event.id == "github:guid-9"
+
+
+def test_a_long_delivery_guid_or_event_name_still_fits_the_key() -> None:
+    event = _parse("x" * 300, {"action": "created", "comment": {"id": 1}}, delivery="g" * 400)
+    bare = _parse("meta", {}, delivery="g" * 400)
+    assert len(event.id) <= 255 and len(bare.id) <= 255
+    assert bare.id == _parse("meta", {}, delivery="g" * 400).id

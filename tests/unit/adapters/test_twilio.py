@@ -122,3 +122,14 @@ def test_status_callbacks_are_recorded_per_status() -> None:
 def test_malformed_forms_are_400(body: bytes) -> None:
     with pytest.raises(MalformedRequest):
         TwilioAdapter(TOKEN).parse(InboundRequest("POST", URL, {}, body))
+
+
+def test_num_media_is_read_no_further_than_twilios_ten() -> None:
+    form = {"MessageSid": "SM9", "From": "+1", "Body": "hi", "NumMedia": "20"}
+    form |= {f"MediaUrl{i}": f"https://media/{i}" for i in range(12)}
+    (event,) = (
+        TwilioAdapter("t")
+        .parse(InboundRequest("POST", "https://x", {}, urlencode(form).encode()))
+        .events
+    )
+    assert [a.ref for a in event.attachments] == [f"https://media/{i}" for i in range(10)]
