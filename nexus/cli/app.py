@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
-from nexus.cli import people
+from nexus.cli import people, settings_cmds
 from nexus.settings import Settings, get_settings
 
 app = typer.Typer(
@@ -168,6 +168,10 @@ app.command("entities")(people.list_entities)
 app.add_typer(people.entity_app, name="entity")
 app.command("aliases")(people.list_aliases)
 app.add_typer(people.alias_app, name="alias")
+# A session's own settings (nexus/cli/settings_cmds.py).
+app.command("configure")(settings_cmds.configure)
+app.command("archive")(settings_cmds.archive)
+app.command("unarchive")(settings_cmds.unarchive)
 
 
 @app.command("turn")

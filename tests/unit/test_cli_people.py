@@ -1,4 +1,4 @@
-"""`nexus entities/entity/aliases/alias` against a real server over loopback (SQLite)."""
+"""`nexus entities/entity/aliases/alias/configure/archive` against a real server (SQLite)."""
 
 from __future__ import annotations
 
@@ -72,3 +72,24 @@ def test_aliases_are_added_listed_and_removed_and_circles_refused(server: Databa
     assert _run("alias", "remove", "help") == "removed alias help (it led to support)\n"
     gone = runner.invoke(app, ["alias", "remove", "help"])
     assert gone.exit_code == 1 and "no alias" in gone.output
+
+
+def test_configure_shows_sets_and_clears_settings_and_archive_refuses_messages(
+    server: Database,
+) -> None:
+    runner.invoke(app, ["send", "tuned", "hi"])
+    shown = _run("configure", "tuned")
+    assert "cap: 20  (default)" in shown and "mode: by message source  (default)" in shown
+    changed = _run("configure", "tuned", "--mode", "collect", "--cap", "5", "--debounce-ms", "0")
+    assert "cap: 5  (session)" in changed and "mode: collect  (session)" in changed
+    assert "debounce_ms: 0  (session)" in changed
+    assert "cap: 20  (default)" in _run("configure", "tuned", "--cap", "default")
+    bad = runner.invoke(app, ["configure", "tuned", "--cap", "many"])
+    assert bad.exit_code == 2 and "whole number" in bad.output
+    refused = runner.invoke(app, ["configure", "tuned", "--drop", "random"])
+    assert refused.exit_code == 1 and "422" in refused.output
+    assert _run("archive", "tuned") == "archived tuned\n"
+    blocked = runner.invoke(app, ["send", "tuned", "more"])
+    assert blocked.exit_code == 1 and "archived" in blocked.output
+    assert _run("unarchive", "tuned") == "unarchived tuned\n"
+    assert runner.invoke(app, ["send", "tuned", "more"]).exit_code == 0

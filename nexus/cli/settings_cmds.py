@@ -1,0 +1,90 @@
+"""`nexus configure SESSION …`, `nexus archive SESSION`, `nexus unarchive SESSION`: a
+session's own queue settings and archive state, asked of the running Nexus."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+
+from nexus.settings import get_settings
+
+console = Console()
+# `--cap default` (and the like) clears the session's own setting.
+CLEAR = "default"
+
+
+def _patch(label: str, body: dict[str, Any]) -> Any:
+    from nexus.cli.remote import _call, _client
+
+    with _client(get_settings()) as client:
+        return _call(client, "PATCH", f"/v1/sessions/{quote(label, safe='')}", json=body)
+
+
+def _number(name: str, given: str | None) -> tuple[bool, int | None]:
+    if given is None:
+        return False, None
+    if given == CLEAR:
+        return True, None
+    try:
+        return True, int(given)
+    except ValueError as error:
+        raise typer.BadParameter(f"{name} is a whole number or {CLEAR!r}") from error
+
+
+def _show(found: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps(found))
+        return
+    console.print(f"[bold]{found['label']}[/bold]  ({found['status']})")
+    for name, setting in found["queue"].items():
+        if isinstance(setting, dict):
+            value = setting["value"] if setting["value"] is not None else "by message source"
+            console.print(f"  {name}: {value}  [dim]({setting['source']})[/dim]")
+    if found["queue"].get("policy"):
+        console.print(f"  policy: {found['queue']['policy']}")
+
+
+def configure(
+    label: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    mode: str | None = typer.Option(None, "--mode", help=f"Queue mode, or {CLEAR!r}."),
+    cap: str | None = typer.Option(None, "--cap", help=f"Open items kept, or {CLEAR!r}."),
+    drop: str | None = typer.Option(None, "--drop", help=f"old, new, summarize or {CLEAR!r}."),
+    debounce_ms: str | None = typer.Option(
+        None, "--debounce-ms", help=f"Collect window in ms, or {CLEAR!r}."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Set a session's own queue settings (`default` clears one); with none given, show
+    the effective settings and where each comes from."""
+    body: dict[str, Any] = {}
+    for name, given in (("queue_mode", mode), ("drop", drop)):
+        if given is not None:
+            body[name] = None if given == CLEAR else given
+    for name, number in (("cap", cap), ("debounce_ms", debounce_ms)):
+        sent, value = _number(name, number)
+        if sent:
+            body[name] = value
+    if not body:
+        from nexus.cli.remote import _call, _client
+
+        with _client(get_settings()) as client:
+            found = _call(client, "GET", f"/v1/sessions/{quote(label, safe='')}")
+        _show(found, as_json)
+        return
+    _show(_patch(label, body), as_json)
+
+
+def archive(label: str = typer.Argument(..., help="Session label.")) -> None:
+    """Archive a session: it stays readable and forkable, and refuses new messages."""
+    found = _patch(label, {"archived": True})
+    console.print(f"archived {found['label']}")
+
+
+def unarchive(label: str = typer.Argument(..., help="Session label.")) -> None:
+    """Take a session out of the archive: it takes messages again."""
+    found = _patch(label, {"archived": False})
+    console.print(f"unarchived {found['label']}")
