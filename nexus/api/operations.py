@@ -60,7 +60,8 @@ def readyz(database: DatabaseDep, settings: SettingsDep, response: Response) -> 
 
 class LedgerCollector(Collector):
     """Figures read from the ledger at scrape time: every process writes there, so one
-    API process reports the whole pipeline, workers included."""
+    API process reports the whole pipeline, workers included. The ledger keeps them as
+    counts (nexus/ledger/repository/metrics.py), so a scrape costs the same at any size."""
 
     def __init__(self, database: Database) -> None:
         self._database = database
@@ -68,6 +69,7 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[Any]:
         with self._database.unit_of_work() as uow:
             figures = uow.ledger.metrics.figures(LATENCY_BUCKETS_S)
+            uow.commit()  # the deltas it folded into the totals
         ingested = CounterMetricFamily(
             "nexus_events", "Events recorded, by direction, adapter and disposition.",
             labels=["direction", "adapter", "disposition"],
@@ -110,6 +112,16 @@ class LedgerCollector(Collector):
         for platform, status, count in figures.deliveries:
             sent.add_metric([platform, status], count)
         yield sent
+        failed = CounterMetricFamily(
+            "nexus_delivery_failures",
+            "Reply chunks that failed for good, by platform and reason (refused: the platform "
+            "said no; gave_up: retries ran out; unknown: the sender stopped mid-send; abandoned: "
+            "an earlier chunk of the reply failed).",
+            labels=["platform", "reason"],
+        )
+        for platform, reason, count in figures.delivery_failures:
+            failed.add_metric([platform, reason], count)
+        yield failed
 
 
 @router.get(
