@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from nexus.api.deps import DatabaseDep, SettingsDep
+from nexus.api.deps import ApiState, DatabaseDep, SettingsDep, api_state
+from nexus.api.errors import ApiError
 from nexus.db import Database
 
 router = APIRouter(tags=["operations"])
@@ -124,10 +125,30 @@ class LedgerCollector(Collector):
         yield failed
 
 
+async def scraper(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> None:
+    """/metrics says how busy and how failing the broker is, and per platform: it wants a
+    bearer token like /v1 unless NEXUS_METRICS_PUBLIC opens it."""
+    if state.nexus.settings.metrics_public:
+        return
+    tokens = state.tokens
+    if not (tokens.digests or tokens.admin_digests or tokens.open_on_loopback):
+        raise ApiError(
+            401,
+            "unauthorized",
+            "NEXUS_API_TOKENS is not set: /metrics is closed (NEXUS_METRICS_PUBLIC=true opens it)",
+        )
+    client = request.client.host if request.client else None
+    tokens.verify(request.headers.get("authorization"), client)
+
+
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}},
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"},
+        401: {"description": "No valid bearer token (NEXUS_METRICS_PUBLIC=true opens it)"},
+    },
+    dependencies=[Depends(scraper)],
 )
 def metrics(database: DatabaseDep) -> Response:
     """Prometheus text format."""
