@@ -715,3 +715,12 @@ def test_prometheus_scrapes_the_api_with_a_bearer_token() -> None:
     assert "NEXUS_METRICS_PUBLIC" not in api.get("environment", {})
     secret = yaml.safe_load((KUBERNETES / "secret.yaml").read_text())
     assert "NEXUS_METRICS_PUBLIC" not in secret.get("stringData", {})
+
+
+def test_the_image_installs_the_locked_versions_and_nothing_else() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    installs = [line for line in dockerfile.splitlines() if "pip install" in line]
+    assert len(installs) == 2, installs
+    locked, project = installs
+    assert "--require-hashes -r requirements/app.lock" in locked
+    assert "--no-deps ." in project  # Nexus itself adds no version the lock did not choose
