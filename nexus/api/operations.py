@@ -17,8 +17,6 @@ from nexus.api.errors import ApiError
 from nexus.db import Database
 
 router = APIRouter(tags=["operations"])
-# Seconds: a turn is one model call at best and several tool rounds at worst.
-LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
 class Health(BaseModel):
@@ -69,7 +67,7 @@ class LedgerCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         with self._database.unit_of_work() as uow:
-            figures = uow.ledger.metrics.figures(LATENCY_BUCKETS_S)
+            figures = uow.ledger.metrics.figures()
             uow.commit()  # the deltas it folded into the totals
         ingested = CounterMetricFamily(
             "nexus_events", "Events recorded, by direction, adapter and disposition.",

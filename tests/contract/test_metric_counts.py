@@ -139,3 +139,33 @@ def test_a_ledger_that_predates_the_counts_starts_from_its_rows(tmp_path: Path) 
         assert scraped.turn_latency_count == len(chain) and ("completed", 7) in scraped.turns
     finally:
         database.dispose()
+
+
+def test_every_timer_tick_folds_the_deltas_where_nobody_scrapes(tmp_path: Path) -> None:
+    from nexus.bootstrap import bootstrap_worker
+    from nexus.doorbell import RecordingDoorbell
+    from nexus.ingest.service import ingest
+    from nexus.settings import Settings
+    from workers import tasks
+
+    url = f"sqlite:///{tmp_path / 'nexus.db'}"
+    upgrade(url)
+    graph = bootstrap_worker(Settings(database_url=url))
+    assert tasks._runtime() is graph
+    with graph.database.unit_of_work() as uow:
+        ingest(uow, [message("telegram:1", "telegram", "42", "hi")], RecordingDoorbell())
+        uow.commit()
+
+    def waiting() -> int:
+        with graph.database.engine.connect() as connection:
+            return int(connection.execute(text("SELECT COUNT(*) FROM metric_deltas")).scalar_one())
+
+    assert waiting() > 0
+    tasks.timer_tick()
+    assert waiting() == 0
+    with graph.database.engine.connect() as connection:
+        total = connection.execute(
+            text("SELECT n FROM metric_totals WHERE family = 'events' AND b = 'telegram'")
+        ).scalar_one()
+    assert total == 1
+    graph.database.dispose()

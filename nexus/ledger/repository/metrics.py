@@ -20,6 +20,9 @@ from nexus.ledger.models import MetricDelta, MetricTotal, table_of
 from nexus.ledger.repository._sql import upsert_insert
 
 deltas, totals = table_of(MetricDelta), table_of(MetricTotal)
+# Seconds: a turn is one model call at best and several tool rounds at worst. The totals
+# keep latencies by these buckets, so changing them splits the histogram's history.
+LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 INF = "+Inf"
 Key = tuple[str, str, str, str]
 
@@ -62,9 +65,9 @@ class MetricsRepository:
     def __init__(self, connection: Connection) -> None:
         self._conn = connection
 
-    def figures(self, latency_buckets_s: Sequence[float]) -> LedgerFigures:
-        """Fold what changed since the last scrape, then read the totals (commit after)."""
-        self._fold(latency_buckets_s)
+    def figures(self, latency_buckets_s: Sequence[float] = LATENCY_BUCKETS_S) -> LedgerFigures:
+        """Fold what changed since the last fold, then read the totals (commit after)."""
+        self.fold(latency_buckets_s)
         rows = self._conn.execute(
             select(totals.c.family, totals.c.a, totals.c.b, totals.c.c, totals.c.n, totals.c.ms)
         ).all()
@@ -72,9 +75,11 @@ class MetricsRepository:
             [(f, a, b, c, int(n), int(ms)) for f, a, b, c, n, ms in rows], latency_buckets_s
         )
 
-    def _fold(self, bounds_s: Sequence[float]) -> None:
+    def fold(self, bounds_s: Sequence[float] = LATENCY_BUCKETS_S) -> int:
+        """Move the deltas into the totals (each scrape, and every timer tick, so they do
+        not pile up where nobody scrapes); returns how many (commit after)."""
         # Deleting with RETURNING takes exactly the deltas this transaction sees; one written
-        # meanwhile stays for the next scrape, and two scrapes never fold the same row.
+        # meanwhile stays for the next fold, and two folds never take the same row.
         moved = self._conn.execute(
             delete(deltas).returning(
                 deltas.c.family, deltas.c.a, deltas.c.b, deltas.c.c, deltas.c.n, deltas.c.ms
@@ -94,6 +99,7 @@ class MetricsRepository:
                     },
                 )
             )
+        return len(moved)
 
 
 def _figures(
