@@ -53,3 +53,18 @@ def test_flower_takes_its_password_from_the_environment_not_the_command_line(
         right = httpx.get(f"{base}/api/workers", auth=("ops", PASSWORD), timeout=20)
         assert right.status_code == 200
     assert PASSWORD not in log.read_text()
+
+
+def test_flower_with_an_empty_password_setting_lets_nobody_in(tmp_path: Path) -> None:
+    port = free_port()
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "FLOWER_"))},
+        **worker_environment("sqlite:///" + str(tmp_path / "unused.db")),
+        "NEXUS_FLOWER_BASIC_AUTH": "",
+    }
+    with nexus_process(["flower", "--port", str(port)], tmp_path / "flower.log", environment):
+        wait_for(lambda: port_open(port), timeout=60, what="Flower")
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/api/workers", timeout=10).status_code == 401
+        assert httpx.get(f"{base}/api/workers", auth=("", ""), timeout=10).status_code == 401
+        assert httpx.get(f"{base}/healthcheck", timeout=10).status_code == 200
