@@ -169,3 +169,46 @@ def test_every_timer_tick_folds_the_deltas_where_nobody_scrapes(tmp_path: Path) 
         ).scalar_one()
     assert total == 1
     graph.database.dispose()
+
+
+def test_folds_racing_each_other_and_writers_lose_and_double_nothing(
+    pg_database: Database,
+) -> None:
+    import threading
+
+    from nexus.doorbell import RecordingDoorbell
+    from nexus.ingest.service import ingest
+
+    writing = threading.Event()
+    writing.set()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for n in range(150):
+                with pg_database.unit_of_work() as uow:
+                    event = message(f"telegram:{n}", "telegram", str(n % 7), "hi")
+                    ingest(uow, [event], RecordingDoorbell())
+                    uow.commit()
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+        finally:
+            writing.clear()
+
+    def scrape() -> None:
+        try:
+            while writing.is_set():
+                with pg_database.unit_of_work() as uow:
+                    uow.ledger.metrics.fold()
+                    uow.commit()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=f) for f in (write, scrape, scrape)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert _scraped(pg_database) == _oracle(pg_database)
+    assert ("inbound", "telegram", "pending", 150) in _scraped(pg_database).events

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, delete, select
 
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES
 from nexus.ledger.models import MetricDelta, MetricTotal, table_of
-from nexus.ledger.repository._sql import upsert_insert
+from nexus.ledger.repository._sql import serialize, upsert_insert
 
 deltas, totals = table_of(MetricDelta), table_of(MetricTotal)
 # Seconds: a turn is one model call at best and several tool rounds at worst. The totals
@@ -79,7 +79,9 @@ class MetricsRepository:
         """Move the deltas into the totals (each scrape, and every timer tick, so they do
         not pile up where nobody scrapes); returns how many (commit after)."""
         # Deleting with RETURNING takes exactly the deltas this transaction sees; one written
-        # meanwhile stays for the next fold, and two folds never take the same row.
+        # meanwhile stays for the next fold. Folds take turns (a scrape and a tick, or two
+        # API pods), so they never wait on each other's rows in opposite orders.
+        serialize(self._conn, "metric-fold")
         moved = self._conn.execute(
             delete(deltas).returning(
                 deltas.c.family, deltas.c.a, deltas.c.b, deltas.c.c, deltas.c.n, deltas.c.ms
