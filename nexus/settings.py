@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     api_tokens: SecretStr | None = None
     # Tokens that may also post events as a platform Nexus serves (answered in its chats).
     api_admin_tokens: SecretStr | None = None
+    # /metrics wants one of api_tokens like /v1; true serves it to anyone who reaches it.
+    metrics_public: bool = False
     # Where the CLI finds a running Nexus (`nexus send`, `nexus sessions`), and its token.
     api_url: str = "http://127.0.0.1:8000"
     api_token: SecretStr | None = None

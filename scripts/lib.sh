@@ -7,8 +7,21 @@ VENV="${NEXUS_VENV:-$NEXUS_ROOT/.venv}"
 say() { printf '\033[1m==>\033[0m %s\n' "$*"; }
 die() { printf '\033[31merror:\033[0m %s\n' "$*" >&2; exit 1; }
 
-# Create the virtualenv and install Nexus (with the given extra, e.g. "dev") into it.
-# Reinstalls only when pyproject.toml changed, so a second run starts at once.
+# The lock file pinning every dependency of an install ("dev" or plain), with hashes
+# (docs/operations.md, "Reproducible installs": how to update it).
+lock_file() {
+  if [ "${1:-}" = dev ]; then echo "$NEXUS_ROOT/requirements/dev.lock"; else echo "$NEXUS_ROOT/requirements/app.lock"; fi
+}
+
+# What an install depends on: pyproject.toml and the lock. The stamp holds it, so a change
+# to either reinstalls.
+install_digest() {
+  cat "$NEXUS_ROOT/pyproject.toml" "$(lock_file "${1:-}")" | sha256sum | cut -d' ' -f1
+}
+
+# Create the virtualenv and install Nexus (with the given extra, e.g. "dev") into it: the
+# locked versions first, then Nexus itself without resolving anything again. Reinstalls only
+# when pyproject.toml or the lock changed, so a second run starts at once.
 bootstrap_venv() {
   local extra="${1:-}"
   local python="${PYTHON:-python3}"
@@ -19,23 +32,27 @@ bootstrap_venv() {
     say "creating the virtualenv in $VENV"
     "$python" -m venv "$VENV" || die "could not create a virtualenv (on Debian: apt-get install python3-venv)"
   fi
-  local spec="."
-  [ -n "$extra" ] && spec=".[$extra]"
   local stamp="$VENV/.nexus-installed-$extra"
-  local want
-  want="$(sha256sum "$NEXUS_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  local want lock
+  want="$(install_digest "$extra")"
+  lock="$(lock_file "$extra")"
   # The dev install is a superset of the plain one: no second install over it.
   if [ -z "$extra" ] && [ -f "$VENV/.nexus-installed-dev" ] \
-      && [ "$(cat "$VENV/.nexus-installed-dev")" = "$want" ]; then
+      && [ "$(cat "$VENV/.nexus-installed-dev")" = "$(install_digest dev)" ]; then
     return 0
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    say "installing Nexus ${extra:+with [$extra] }into the virtualenv"
+    say "installing Nexus ${extra:+with [$extra] }into the virtualenv (versions from ${lock#"$NEXUS_ROOT"/})"
     local log="$VENV/pip-install.log"
-    if ! (cd "$NEXUS_ROOT" && "$VENV/bin/python" -m pip install --upgrade pip \
-          && "$VENV/bin/python" -m pip install -e "$spec") >"$log" 2>&1; then
-      tail -40 "$log" >&2
-      die "pip install failed (full log: $log)"
+    local pip=("$VENV/bin/python" -m pip)
+    if ! (cd "$NEXUS_ROOT" && "${pip[@]}" install --upgrade pip \
+          && "${pip[@]}" install --require-hashes -r "$lock" \
+          && "${pip[@]}" install --no-deps -e .) >"$log" 2>&1; then
+      # A plain install on an interpreter the lock has no wheels for still runs, on the
+      # newest versions pyproject.toml allows; the test install (and so CI) never does.
+      [ -n "$extra" ] && { tail -40 "$log" >&2; die "pip install failed (full log: $log)"; }
+      printf '\033[33mwarning:\033[0m the locked versions did not install (log: %s); installing the newest ones pyproject.toml allows\n' "$log" >&2
+      "${pip[@]}" install -e . >>"$log" 2>&1 || { tail -40 "$log" >&2; die "pip install failed (full log: $log)"; }
     fi
     echo "$want" > "$stamp"
   fi

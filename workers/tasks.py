@@ -63,8 +63,12 @@ def timer_tick() -> int:
         counts = relay(uow, runtime.doorbell)
     recovered = runtime.delivery_service.recover()
     half_open = runtime.hook_runner.cool_breakers()
+    with runtime.database.unit_of_work() as uow:
+        folded = uow.ledger.metrics.fold()  # /metrics' deltas, even where nobody scrapes
+        uow.commit()
     log.info(
         "timer_tick",
+        metric_deltas_folded=folded,
         breakers_half_open=len(half_open),
         minutes=len(ticked.minutes),
         skipped=ticked.skipped,

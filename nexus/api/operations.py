@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from nexus.api.deps import DatabaseDep, SettingsDep
+from nexus.api.deps import ApiState, DatabaseDep, SettingsDep, api_state
+from nexus.api.errors import ApiError
 from nexus.db import Database
 
 router = APIRouter(tags=["operations"])
-# Seconds: a turn is one model call at best and several tool rounds at worst.
-LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
 class Health(BaseModel):
@@ -60,14 +59,16 @@ def readyz(database: DatabaseDep, settings: SettingsDep, response: Response) -> 
 
 class LedgerCollector(Collector):
     """Figures read from the ledger at scrape time: every process writes there, so one
-    API process reports the whole pipeline, workers included."""
+    API process reports the whole pipeline, workers included. The ledger keeps them as
+    counts (nexus/ledger/repository/metrics.py), so a scrape costs the same at any size."""
 
     def __init__(self, database: Database) -> None:
         self._database = database
 
     def collect(self) -> Iterator[Any]:
         with self._database.unit_of_work() as uow:
-            figures = uow.ledger.metrics.figures(LATENCY_BUCKETS_S)
+            figures = uow.ledger.metrics.figures()
+            uow.commit()  # the deltas it folded into the totals
         ingested = CounterMetricFamily(
             "nexus_events", "Events recorded, by direction, adapter and disposition.",
             labels=["direction", "adapter", "disposition"],
@@ -110,12 +111,42 @@ class LedgerCollector(Collector):
         for platform, status, count in figures.deliveries:
             sent.add_metric([platform, status], count)
         yield sent
+        failed = CounterMetricFamily(
+            "nexus_delivery_failures",
+            "Reply chunks that failed for good, by platform and reason (refused: the platform "
+            "said no; gave_up: retries ran out; unknown: the sender stopped mid-send; abandoned: "
+            "an earlier chunk of the reply failed).",
+            labels=["platform", "reason"],
+        )
+        for platform, reason, count in figures.delivery_failures:
+            failed.add_metric([platform, reason], count)
+        yield failed
+
+
+async def scraper(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> None:
+    """/metrics says how busy and how failing the broker is, and per platform: it wants a
+    bearer token like /v1 unless NEXUS_METRICS_PUBLIC opens it."""
+    if state.nexus.settings.metrics_public:
+        return
+    tokens = state.tokens
+    if not (tokens.digests or tokens.admin_digests or tokens.open_on_loopback):
+        raise ApiError(
+            401,
+            "unauthorized",
+            "NEXUS_API_TOKENS is not set: /metrics is closed (NEXUS_METRICS_PUBLIC=true opens it)",
+        )
+    client = request.client.host if request.client else None
+    tokens.verify(request.headers.get("authorization"), client)
 
 
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}},
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"},
+        401: {"description": "No valid bearer token (NEXUS_METRICS_PUBLIC=true opens it)"},
+    },
+    dependencies=[Depends(scraper)],
 )
 def metrics(database: DatabaseDep) -> Response:
     """Prometheus text format."""

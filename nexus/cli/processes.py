@@ -66,7 +66,9 @@ def beat(extra: list[str]) -> None:
 def flower(settings: Settings, address: str, port: int, extra: list[str]) -> None:
     options = [f"--address={address}", f"--port={port}"]
     if settings.flower_basic_auth is not None:
-        options.append(f"--basic_auth={settings.flower_basic_auth.get_secret_value()}")
+        # Through the environment, which Flower reads (FLOWER_<OPTION>): a command line is
+        # world-readable in `ps` and /proc/<pid>/cmdline, the environment only to its owner.
+        os.environ["FLOWER_BASIC_AUTH"] = settings.flower_basic_auth.get_secret_value()
     else:
         errors.print(
             "[yellow]warning[/yellow]: NEXUS_FLOWER_BASIC_AUTH is not set; Flower's pages and "

@@ -19,6 +19,7 @@ from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.failures import excerpt, http_status
 from nexus.outbound.ports import RateLimiter, Refused, RetryLater, Sender, SendResult, Sent
 from nexus.outbound.retry import RetryPolicy
 
@@ -82,6 +83,19 @@ class DeliveryService:
             attempt=delivery.attempts,
             outcome=outcome,
         )
+        if outcome == "failed" and not isinstance(result, Sent):
+            # Final: nobody will read this reply. Say why, at a level an operator sees.
+            log.warning(
+                "delivery_failed",
+                delivery_id=delivery.id,
+                turn_id=delivery.turn_id,
+                chunk=delivery.chunk_index,
+                platform=delivery.platform,
+                attempt=delivery.attempts,
+                reason="refused" if isinstance(result, Refused) else "gave_up",
+                status=http_status(result.error),
+                error=excerpt(result.error),
+            )
         return outcome
 
     def recover(self) -> Recovered:

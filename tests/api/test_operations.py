@@ -46,7 +46,7 @@ def test_metrics_count_the_pipeline_from_the_ledger(database: Database, clock: F
     rig.say(session.id, "one")
     clock.advance(1500)
     rig.say(session.id, "two")
-    text = _client(database, clock).get("/metrics").text
+    text = _client(database, clock, metrics_public=True).get("/metrics").text
     assert (
         'nexus_events_total{adapter="telegram",direction="inbound",disposition="pending"} 3.0'
         in text
@@ -54,3 +54,23 @@ def test_metrics_count_the_pipeline_from_the_ledger(database: Database, clock: F
     assert 'nexus_turns_total{status="completed"} 2.0' in text
     assert "nexus_turn_latency_seconds_count 2.0" in text
     assert 'nexus_turn_latency_seconds_bucket{le="+Inf"} 2.0' in text
+
+
+def test_metrics_want_the_bearer_token_by_default(database: Database, clock: FakeClock) -> None:
+    client = _client(database, clock, api_tokens="scrape-token-1,other")
+    assert client.get("/metrics").status_code == 401
+    wrong = client.get("/metrics", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    right = client.get("/metrics", headers={"Authorization": "Bearer scrape-token-1"})
+    assert right.status_code == 200 and "nexus_turns_total" in right.text
+    # Without any token configured, /metrics is closed like /v1, and says how to open it.
+    closed = _client(database, clock).get("/metrics")
+    assert closed.status_code == 401 and "NEXUS_METRICS_PUBLIC" in closed.text
+    # Probes stay open.
+    assert _client(database, clock).get("/healthz").status_code == 200
+    assert _client(database, clock).get("/readyz").status_code == 200
+
+
+def test_metrics_may_be_left_open_by_a_setting(database: Database, clock: FakeClock) -> None:
+    client = _client(database, clock, api_tokens="scrape-token-1", metrics_public=True)
+    assert client.get("/metrics").status_code == 200

@@ -186,9 +186,12 @@ def test_following_the_readme_runs_nexus_and_it_answers(tmp_path: Path) -> None:
     # Were it out of date, the script would install the clone into it, and the suite's
     # virtualenv would point at a folder that is gone when this test ends: refuse instead.
     stamp = Path(sys.prefix) / ".nexus-installed-dev"
-    wanted = hashlib.sha256((clone / "pyproject.toml").read_bytes()).hexdigest()
+    # scripts/lib.sh's install_digest: pyproject.toml and the lock, one after the other.
+    installed_from = (clone / "pyproject.toml").read_bytes()
+    installed_from += (clone / "requirements" / "dev.lock").read_bytes()
+    wanted = hashlib.sha256(installed_from).hexdigest()
     assert stamp.exists() and stamp.read_text().strip() == wanted, (
-        f"{sys.prefix} was not installed from this pyproject.toml: run ./scripts/test, "
+        f"{sys.prefix} was not installed from this pyproject.toml and lock: run ./scripts/test, "
         "which reinstalls it, rather than pytest on its own"
     )
     environment = {**_clean_environment(port), "NEXUS_VENV": sys.prefix}

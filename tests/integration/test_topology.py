@@ -90,7 +90,7 @@ def test_the_distributed_topology_handles_100_messages_and_logs_no_secret(
                 return len(statuses) == 100 and all(s == QueueStatus.DONE for s in statuses)
 
             wait_for(settled, timeout=180, what="all 100 messages answered")
-            metrics = client.get("/metrics").text
+            metrics = client.get("/metrics", headers={"Authorization": f"Bearer {CANARY}-api"}).text
             sessions = client.get(
                 "/v1/sessions", headers={"Authorization": f"Bearer {CANARY}-api"}
             ).json()

@@ -696,3 +696,31 @@ def test_a_job_syncs_the_hooks_like_the_migrations() -> None:
     # It may start before the migrations are done: it fails and is retried until they are.
     assert sync["spec"]["backoffLimit"] >= migrate["spec"]["backoffLimit"]
     assert sync["spec"]["ttlSecondsAfterFinished"] == migrate["spec"]["ttlSecondsAfterFinished"]
+
+
+# --- deploy/prometheus.yml ---------------------------------------------------------------
+
+
+def test_prometheus_scrapes_the_api_with_a_bearer_token() -> None:
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    [job] = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    # /metrics wants a token unless NEXUS_METRICS_PUBLIC opens it, which no deploy file does.
+    assert job["authorization"]["type"] == "Bearer" and job["authorization"]["credentials_file"]
+    api = _compose()["services"]["api"]
+    published = {str(port).rsplit(":", 1)[-1] for port in api["ports"]}
+    [target] = [t for group in job["static_configs"] for t in group["targets"]]
+    host, port = target.split(":")
+    assert host == "api" and port in published
+    assert "NEXUS_METRICS_PUBLIC" not in api.get("environment", {})
+    secret = yaml.safe_load((KUBERNETES / "secret.yaml").read_text())
+    assert "NEXUS_METRICS_PUBLIC" not in secret.get("stringData", {})
+
+
+def test_the_image_installs_the_locked_versions_and_nothing_else() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    installs = [line for line in dockerfile.splitlines() if "pip install" in line]
+    assert len(installs) == 2, installs
+    locked, project = installs
+    assert "--require-hashes -r requirements/app.lock" in locked
+    assert "--no-deps ." in project  # Nexus itself adds no version the lock did not choose

@@ -3,6 +3,7 @@
 from nexus.ledger.models.agents import Agent, AgentCapability, Capability
 from nexus.ledger.models.base import Base, table_of
 from nexus.ledger.models.identity import Contact, Entity, Event
+from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
 from nexus.ledger.models.queue import QueueItem
 from nexus.ledger.models.sessions import Session, SessionAlias, SessionHistory
@@ -23,6 +24,8 @@ __all__ = [
     "Hook",
     "HookInvocation",
     "Message",
+    "MetricDelta",
+    "MetricTotal",
     "QueueItem",
     "Session",
     "SessionAlias",
