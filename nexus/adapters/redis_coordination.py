@@ -19,6 +19,7 @@ from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.coordination import CoordinationUnavailable
+from nexus.queueing.running import RUNNING_TTL_S, RunningTurn, change_for, running_from
 from nexus.queueing.stream_log import START, STREAM_KEEP, STREAM_TTL_S, StreamEntry
 
 SIGNAL_TTL_S = 3_600  # a signal nobody took is stale after an hour; its input is durable
@@ -135,9 +136,31 @@ class RedisCoordination:
             keys[key] = None
             fields = {"type": event_type, "data": json.dumps(data, default=str)}
             pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)  # type: ignore[arg-type]
+            self._follow(pipe, StreamEvent(session_id, event_type, data))
         for key in keys:
             pipe.expire(key, STREAM_TTL_S)
         pipe.execute()
+
+    def _follow(self, pipe: Any, event: StreamEvent) -> None:
+        """The running-turn record, kept in the same round trip as the events it follows."""
+        change = change_for(event)
+        if change is None:
+            return
+        key = self._key("running", event.session_id)
+        if change.kind != "set":
+            pipe.delete(key)
+        if change.kind != "end":
+            pipe.hset(key, mapping=change.fields)
+            pipe.expire(key, RUNNING_TTL_S)
+
+    def running(self, session_id: str) -> RunningTurn | None:
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hgetall(self._key("running", session_id))
+        pipe.exists(self._key("lease", f"session:{session_id}"))
+        fields, held = pipe.execute()
+        if not held:
+            return None
+        return running_from({_text(k): _text(v) for k, v in fields.items()})
 
     def stream_tail(self, session_id: str) -> str:
         newest: Any = self._redis.xrevrange(self._key("stream", session_id), count=1)

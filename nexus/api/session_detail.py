@@ -11,19 +11,21 @@ from nexus.access.policy import Decision, decide
 from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError
 from nexus.api.schemas.sessions import (
+    PendingView,
     QueueSettingsView,
     SessionDetail,
     SessionSettings,
     SettingView,
 )
-from nexus.api.sessions import resolve, session_view
+from nexus.api.sessions import resolve, running_view, session_view
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
 from nexus.ingest.direct import API_ADAPTER
 from nexus.ingest.router import delivery_for, principal_for, session_overrides
-from nexus.ledger.enums import DropPolicy, QueueMode, SessionStatus
+from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
 from nexus.ledger.records import SessionRecord
 from nexus.outbound.addressing import INTERNAL_TRIGGERS
+from nexus.queueing.pending import pending
 from nexus.queueing.settings import QueueOverrides, effective_queue
 
 # Registered after nexus.api.sessions: its `/{label:path}/…` routes must match first.
@@ -88,8 +90,16 @@ def changes(body: SessionSettings) -> dict[str, Any]:
 
 
 def session_detail(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> SessionDetail:
+    """The session with its settings, the turn it runs now and what waits."""
     view = session_view(uow, session)
-    return SessionDetail(**view.model_dump(), queue=queue_settings(uow, graph, session))
+    waiting = uow.ledger.queue.for_session(session.id, statuses=list(OPEN_QUEUE_STATUSES))
+    found = pending(waiting, now_ms=uow.ledger.clock())
+    return SessionDetail(
+        **view.model_dump(),
+        queue=queue_settings(uow, graph, session),
+        running=running_view(graph.coordination.running(session.id)),
+        pending=PendingView(count=found.count, oldest_age_ms=found.oldest_age_ms),
+    )
 
 
 @router.get("/{label:path}")

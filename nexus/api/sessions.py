@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from functools import partial
@@ -24,6 +25,7 @@ from nexus.api.schemas.sessions import (
     Queued,
     QueueItemView,
     QueueView,
+    RunningView,
     SendMessage,
     SessionThread,
     SessionTree,
@@ -38,6 +40,8 @@ from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigi
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
 from nexus.ledger.repository import LabelTaken, NotFound
 from nexus.queueing.coordination import Coordination, CoordinationUnavailable
+from nexus.queueing.pending import places
+from nexus.queueing.running import RunningTurn
 from nexus.queueing.stream_log import BadStreamId, parse_stream_id
 
 log = structlog.get_logger(__name__)
@@ -56,6 +60,10 @@ def session_view(uow: UnitOfWork, session: SessionRecord) -> SessionView:
         persona=persona.name if persona else None,
         aliases=[alias for alias, _ in uow.ledger.sessions.aliases_of(session.label)],
     )
+
+
+def running_view(found: RunningTurn | None) -> RunningView | None:
+    return None if found is None else RunningView(**dataclasses.asdict(found))
 
 
 def resolve(uow: UnitOfWork, label: str) -> SessionRecord:
@@ -273,13 +281,17 @@ async def compact(label: str, graph: NexusDep, body: CompactRequest | None = Non
 
 
 @router.get("/{label:path}/tree")
-def tree(label: str, database: DatabaseDep) -> SessionTree:
-    """The session's turn tree: each turn, and the workers and forks that branch off it."""
+def tree(label: str, database: DatabaseDep, coordination: CoordinationDep) -> SessionTree:
+    """The session's turn tree: each turn, and the workers and forks that branch off it;
+    a turn still running is `running`, on its way to becoming a child of `head`."""
     with database.unit_of_work() as uow:
         try:
-            return SessionTree.model_validate(session_tree(uow.ledger, label))
+            found = SessionTree.model_validate(session_tree(uow.ledger, label))
+            session = resolve(uow, label)
         except NotFound as error:
             raise ApiError(404, "not_found", str(error)) from error
+    now = coordination.running(session.id)
+    return found.model_copy(update={"running": running_view(now)})
 
 
 @router.get("/{label:path}/queue")
@@ -289,7 +301,10 @@ def queue(label: str, database: DatabaseDep, open_only: bool = False) -> QueueVi
     statuses = [QueueStatus.QUEUED, QueueStatus.CLAIMED] if open_only else None
     with database.unit_of_work() as uow:
         items = uow.ledger.queue.for_session(session.id, statuses=statuses)
-    return QueueView(session=session.label, items=[QueueItemView.of(i) for i in items])
+        found = places(items, now_ms=uow.ledger.clock())
+    return QueueView(
+        session=session.label, items=[QueueItemView.of(i, found.get(i.id)) for i in items]
+    )
 
 
 @router.delete("/{label:path}/queue/{item_id}")

@@ -65,6 +65,7 @@ def queue(settings: Settings, session_label: str, *, cancel: str | None, as_json
     from rich.table import Table
 
     from nexus.ledger.enums import Disposition, QueueStatus
+    from nexus.queueing.pending import places
 
     database = _database(settings)
     try:
@@ -86,17 +87,30 @@ def queue(settings: Settings, session_label: str, *, cancel: str | None, as_json
                     raise typer.Exit(1)
                 uow.commit()
             items = uow.ledger.queue.for_session(session.id)
+            found = places(items, now_ms=uow.ledger.clock())
     finally:
         database.dispose()
     if as_json:
-        console.print_json(json.dumps([item.model_dump(mode="json") for item in items]))
+        rows = [
+            item.model_dump(mode="json")
+            | (
+                {"position": found[item.id].position, "age_ms": found[item.id].age_ms}
+                if item.id in found
+                else {}
+            )
+            for item in items
+        ]
+        console.print_json(json.dumps(rows))
         return
-    table = Table("id", "mode", "status", "disposition", "attempts", "detail")
+    table = Table("#", "id", "mode", "status", "waited", "disposition", "attempts", "detail")
     for item in items:
+        place = found.get(item.id)
         table.add_row(
+            str(place.position) if place else "",
             item.id,
             item.mode.value,
             item.status.value,
+            f"{place.age_ms / 1000:.1f} s" if place else "",
             item.disposition.value if item.disposition else "",
             str(item.attempts),
             item.disposition_detail or "",

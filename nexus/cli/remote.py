@@ -175,8 +175,20 @@ def session(settings: Settings, label: str, *, as_json: bool) -> None:
     if as_json:
         console.print_json(json.dumps(found))
         return
+    running, waiting = found.pop("running", None), found.pop("pending", None)
     for key, value in found.items():
         console.print(f"[bold]{key}[/bold]: {value}")
+    if running is not None:
+        console.print(
+            f"[bold]running[/bold]: turn {running['turn_id']} on {running['worker']}, "
+            f"{running['step']}, since {running['started_at']}"
+        )
+    else:
+        console.print("[bold]running[/bold]: nothing")
+    if waiting is not None:
+        oldest = waiting["oldest_age_ms"]
+        age = f", the oldest for {oldest / 1000:.1f} s" if oldest is not None else ""
+        console.print(f"[bold]pending[/bold]: {waiting['count']} item(s){age}")
 
 
 def _print(value: dict[str, Any], as_json: bool, text: str) -> None:

@@ -27,6 +27,7 @@ from nexus.engine.stream import (
     StreamEvent,
     StreamPublisher,
     committed,
+    worker_name,
 )
 from nexus.engine.summarize import summarize, summary_request
 from nexus.engine.toolbox import Toolbox
@@ -160,12 +161,20 @@ class Engine:
 
         The stream tells watchers the session is busy (`session.started`) and then how it
         ended (`session.completed`, or `session.failed` for a failed or fenced attempt)."""
-        self.publisher.publish(session_id, SESSION_STARTED, {"inputs": len(queries)})
+        turn_id = new_id()
+        started = {
+            "inputs": len(queries),
+            "turn_id": turn_id,
+            "worker": worker_name(),
+            "started_at": self.clock(),
+        }
+        self.publisher.publish(session_id, SESSION_STARTED, started)
         # What the turn's commit reports goes out with how the session ended: one publish.
         announce: list[StreamEvent] = []
         outcome = self._answer(
             session_id,
             queries,
+            turn_id=turn_id,
             epoch=epoch,
             consumed=consumed,
             queue_mode=queue_mode,
@@ -189,6 +198,7 @@ class Engine:
         session_id: str,
         queries: Sequence[QueryMessage],
         *,
+        turn_id: str,
         epoch: int,
         consumed: Sequence[ConsumedItem],
         queue_mode: QueueMode | None,
@@ -229,7 +239,6 @@ class Engine:
             snapshot = self.snapshot(session_id)
             assembled = self._assemble(snapshot, queries)
         started = self.clock()
-        turn_id = new_id()
         effects: list[Effect] = []
         result = self._machine(snapshot, turn_id, effects).run(assembled.request, tuple(queries))
         if result.overflowed and not result.ran_tools:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +27,11 @@ QUEUE_ITEM_QUEUED = "queue.item.queued"
 QUEUE_ITEM_CONSUMED = "queue.item.consumed"  # consumed, batched or injected by a turn
 QUEUE_ITEM_DROPPED = "queue.item.dropped"  # over the cap, or cancelled
 QUEUE_ITEM_DEAD = "queue.item.dead"  # dead-lettered after its last attempt
+
+
+def worker_name() -> str:
+    """Which process runs a turn, as `host:pid` (what `session.started` says)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class StreamEvent(NamedTuple):

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher, StreamEvent
+from nexus.queueing.running import RunningTurn, change_for, running_from
 from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
 
 
@@ -74,6 +75,11 @@ class Coordination(Protocol):
         """The id of the session's newest stream event ("0-0" when there is none)."""
         ...
 
+    def running(self, session_id: str) -> RunningTurn | None:
+        """The turn the session runs now, kept from its stream events (see
+        nexus/queueing/running.py); None when it runs none or its lease has lapsed."""
+        ...
+
     def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
         """Stream events after `after`, oldest first, waiting up to `block_ms` for one."""
         ...
@@ -118,6 +124,7 @@ class InProcessCoordination:
     log: InProcessStreamLog = field(default_factory=InProcessStreamLog)
     _held: dict[str, _Held] = field(default_factory=dict)
     _flags: dict[str, float] = field(default_factory=dict)
+    _running: dict[str, dict[str, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def acquire(self, name: str, ttl_ms: int) -> InProcessLease | None:
@@ -181,13 +188,31 @@ class InProcessCoordination:
         return self.signals.steer_waiting(session_id)
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
-        self.stream.publish(session_id, event_type, data)
-        self.log.append(session_id, event_type, data)
+        self.publish_many([StreamEvent(session_id, event_type, data)])
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         self.stream.publish_many(events)
         for event in events:
             self.log.append(*event)
+            self._follow(event)
+
+    def _follow(self, event: StreamEvent) -> None:
+        change = change_for(event)
+        if change is None:
+            return
+        with self._lock:
+            if change.kind == "end":
+                self._running.pop(event.session_id, None)
+            elif change.kind == "start":
+                self._running[event.session_id] = dict(change.fields)
+            else:
+                self._running.setdefault(event.session_id, {}).update(change.fields)
+
+    def running(self, session_id: str) -> RunningTurn | None:
+        if not self.lease_held(f"session:{session_id}"):
+            return None
+        with self._lock:
+            return running_from(dict(self._running.get(session_id, {})))
 
     def stream_tail(self, session_id: str) -> str:
         return self.log.tail(session_id)

@@ -11,6 +11,7 @@ from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.coordination import Coordination, KeepAlive
+from nexus.queueing.running import RunningTurn
 
 
 def test_a_lease_is_exclusive_until_released(coordination: Coordination) -> None:
@@ -202,3 +203,34 @@ def test_many_async_readers_wait_without_a_thread_each_and_all_wake(
         assert [[e.type for e in entries] for entries in found] == [["session.started"]] * 50
 
     asyncio.run(scenario())
+
+
+def test_the_running_turn_follows_the_sessions_stream_while_its_lease_is_held(
+    coordination: Coordination,
+) -> None:
+    started = {"inputs": 1, "turn_id": "t1", "worker": "host:42", "started_at": 1_000}
+    assert coordination.running("s") is None
+    lease = coordination.acquire("session:s", 30_000)
+    assert lease is not None
+    coordination.publish("s", "session.started", started)
+    assert coordination.running("s") == RunningTurn("t1", "host:42", 1_000, "starting")
+    coordination.publish_many(
+        [
+            StreamEvent("s", "step.started", {"call": 1}),
+            StreamEvent("s", "message.delta", {"text": "hi"}),  # changes nothing here
+            StreamEvent("s", "tool.started", {"id": "c1", "name": "search"}),
+        ]
+    )
+    found = coordination.running("s")
+    assert found is not None and (found.turn_id, found.step) == ("t1", "tool search")
+    assert coordination.running("other") is None
+    lease.release()  # a run that died: its record says nothing without the lease
+    assert coordination.running("s") is None
+    again = coordination.acquire("session:s", 30_000)
+    assert again is not None
+    coordination.publish("s", "session.completed", {"turn_id": "t1", "status": "committed"})
+    assert coordination.running("s") is None
+    coordination.publish("s", "session.started", started | {"turn_id": "t2"})
+    found = coordination.running("s")
+    assert found is not None and (found.turn_id, found.step) == ("t2", "starting")
+    again.release()

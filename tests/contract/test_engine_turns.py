@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 from nexus.db import Database
 from nexus.engine.model import ModelError, ModelRequest
 from nexus.engine.query import QueryMessage
@@ -267,3 +270,16 @@ def test_a_slow_stream_reports_progress_once_per_interval(
     for at, kind in enumerate(kinds):
         if kind == "step.generating":
             assert kinds[at + 1] == "message.delta"
+
+
+def test_session_started_names_the_turn_to_come_its_worker_and_when(
+    database: Database, clock: FakeClock
+) -> None:
+    """What `running` shows while a turn runs is the turn that then commits."""
+    rig = build_rig(database, clock)
+    session = rig.session()
+    outcome = rig.say(session.id, "hello")
+    [started] = [d for sid, kind, d in rig.publisher.events if kind == "session.started"]
+    assert started["turn_id"] == outcome.turn_id
+    assert started["started_at"] == clock.now
+    assert started["worker"] == f"{socket.gethostname()}:{os.getpid()}"

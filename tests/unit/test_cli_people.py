@@ -93,3 +93,14 @@ def test_configure_shows_sets_and_clears_settings_and_archive_refuses_messages(
     assert blocked.exit_code == 1 and "archived" in blocked.output
     assert _run("unarchive", "tuned") == "unarchived tuned\n"
     assert runner.invoke(app, ["send", "tuned", "more"]).exit_code == 0
+
+
+def test_session_shows_what_runs_and_what_waits_and_queue_numbers_the_line(
+    server: Database,
+) -> None:
+    for text in ("one", "two"):
+        _run("send", "line", text)
+    shown = _run("session", "line")
+    assert "running: nothing" in shown and "pending: 2 item(s), the oldest for" in shown
+    listed = _run("queue", "line")
+    assert "waited" in listed and " 1 " in listed and " 2 " in listed

@@ -15,6 +15,7 @@ from nexus.ledger.records import (
     StorableText,
     TurnView,
 )
+from nexus.queueing.pending import Place
 from nexus.queueing.settings import Source
 
 T = TypeVar("T")
@@ -66,10 +67,26 @@ class QueueSettingsView(BaseModel):
     policy: str | None  # the access policy its latest platform message matched
 
 
+class RunningView(BaseModel):
+    """The turn a session runs now (from its stream; while its lease is held)."""
+
+    turn_id: str | None
+    worker: str | None  # host:pid
+    started_at: int | None
+    step: str | None  # "starting", "model call N", "tool NAME"
+
+
+class PendingView(BaseModel):
+    count: int  # open items: waiting, or claimed by the running turn
+    oldest_age_ms: int | None
+
+
 class SessionDetail(SessionView):
     """One session as GET and PATCH /v1/sessions/{label} show it."""
 
     queue: QueueSettingsView
+    running: RunningView | None
+    pending: PendingView
 
 
 class SessionSettings(BaseModel):
@@ -138,10 +155,14 @@ class QueueItemView(BaseModel):
     attempts: int
     enqueued_at: int
     consumed_by_turn_id: str | None
+    position: int | None = None  # in line among the open items (1: next, or running)
+    age_ms: int | None = None  # how long an open item has waited
 
     @classmethod
-    def of(cls, item: QueueItemRecord) -> QueueItemView:
+    def of(cls, item: QueueItemRecord, place: Place | None = None) -> QueueItemView:
         return cls(
+            position=place.position if place else None,
+            age_ms=place.age_ms if place else None,
             id=item.id,
             event_id=item.event_id,
             mode=item.mode.value,
@@ -182,3 +203,4 @@ class SessionTree(BaseModel):
     parent_turn: str | None
     head: str | None
     turns: list[TreeTurn]
+    running: RunningView | None = None  # a turn on its way: a child of `head` once committed
