@@ -72,6 +72,9 @@ def test_the_workers_route_lists_a_managers_workers_with_their_task_status(desk:
     assert done["last_turn_at"] is not None and done["created_at"] == first.created_at
     assert done["spawn_tool_call_id"] == first.spawn_tool_call_id
     assert body["items"][1]["last_turn_at"] is None
+    # The dispatching turn's calls name the workers they spawned.
+    turn = client.get(f"/v1/turns/{first.parent_turn_id}", headers=AUTH).json()
+    assert [c["spawned_session_label"] for c in turn["tool_calls"]] == [first.label, second.label]
     # Paged like every list; a worker has no workers of its own.
     page = client.get(f"/v1/sessions/{office.manager.label}/workers?limit=1", headers=AUTH).json()
     assert [w["label"] for w in page["items"]] == [first.label]
