@@ -17,6 +17,8 @@ from nexus.ledger.enums import QueueStatus, SessionOrigin, SessionStatus, TaskSt
 from nexus.ledger.records import NewSession, SessionRecord
 
 DEFAULT_MAX_DEPTH = 3
+# How many of a manager's workers get_agent_status shows.
+STATUS_WORKERS = 20
 AGENT_TOOL_NAMES = ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status")
 
 
@@ -73,7 +75,8 @@ class AgentTools:
             Tool(
                 ToolSpec(
                     "get_agent_status",
-                    "The state of a worker or any session.",
+                    "The state of a worker or any session: its task and task_status "
+                    "(pending, running, completed, failed, cancelled) and its own workers'.",
                     _object({"session": {"type": "string"}}, ["session"]),
                 ),
                 self.get_agent_status,
@@ -118,6 +121,8 @@ class AgentTools:
                 session.id, statuses=[QueueStatus.QUEUED, QueueStatus.CLAIMED]
             )
             head = uow.ledger.threads.get_turn(session.thread_id) if session.thread_id else None
+            # A manager sees where its workers stand (the first few; the API lists them all).
+            spawned = uow.ledger.workers.page(session.label, after=None, limit=STATUS_WORKERS)
         last = None
         if head is not None:
             texts = [m.content.get("text") for m in head.messages if m.role.value == "assistant"]
@@ -130,6 +135,10 @@ class AgentTools:
             "turns_pending": len(open_items),
             "last_turn_status": head.turn.status.value if head else None,
             "last_answer": last,
+            "workers": [
+                {"session": w.label, "task": w.task_description, "task_status": w.task_status}
+                for w in spawned
+            ],
         }
 
     # -- pieces ------------------------------------------------------------------------------

@@ -93,12 +93,22 @@ def test_a_task_runs_completes_and_runs_again_when_more_work_comes(
         Say("asked about the tables"),
     )
     assert office.runner.run(office.manager.id).turns == 1
-    assert _tool_result(office.model.requests[-1])["task_status"] == "completed"
+    manager_sees = _tool_result(office.model.requests[-1])
+    assert manager_sees["task_status"] == "completed"
+    assert manager_sees["workers"] == []  # a worker dispatched none of its own
     assert _status(database, worker.id) == "completed"  # queued, not claimed yet
     office.model.push(CallTools((("get_agent_status", {"session": worker.label}),)), Say("3"))
     assert office.runner.run(worker.id).turns == 1
     assert _tool_result(office.model.requests[-1])["task_status"] == "running"
     assert _status(database, worker.id) == "completed"
+    # The manager asks about itself: its workers and where they stand.
+    office.model.push(
+        CallTools((("get_agent_status", {"session": office.manager.label}),)), Say("all done")
+    )
+    assert office.runner.run(office.manager.id).turns == 1
+    assert _tool_result(office.model.requests[-1])["workers"] == [
+        {"session": worker.label, "task": "count the chairs", "task_status": "completed"}
+    ]
 
 
 def test_a_task_fails_when_its_input_is_dead_lettered_and_recovers_with_new_work(
