@@ -7,10 +7,18 @@ from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.service import CommitHook
 from nexus.engine.turn import TurnResult
-from nexus.ledger.enums import MessageRole, TurnStatus
+from nexus.ledger.enums import MessageRole, TaskStatus, TurnStatus
 from nexus.ledger.records import SessionRecord
 
 WORKER_RESULT = "worker_result"
+
+
+# How the parent reads each outcome: "[worker_result] worker:… reports: …".
+_VERDICTS = {
+    TaskStatus.COMPLETED: "reports",
+    TaskStatus.FAILED: "failed",
+    TaskStatus.CANCELLED: "was cancelled",
+}
 
 
 def result_event_id(turn_or_item_id: str) -> str:
@@ -26,20 +34,46 @@ def deliver(
     *,
     failed: bool = False,
 ) -> bool:
-    """Queue `text` as the worker's result to its parent (once per `key`)."""
-    if not worker.is_subagent or worker.parent_session_label is None:
+    """Queue `text` as the worker's result to its parent (once per `key`); the worker's task
+    is completed, or failed, in the same commit (a cancelled one stays cancelled)."""
+    if not worker.is_subagent:
+        return False
+    status = TaskStatus.FAILED if failed else TaskStatus.COMPLETED
+    uow.ledger.workers.set_task_status(worker.id, status)
+    return _post_result(uow, doorbell, worker, key, text, status)
+
+
+def announce_cancel(uow: UnitOfWork, doorbell: Doorbell | None, worker: SessionRecord) -> bool:
+    """Tell the parent its worker was cancelled, so a manager waiting on it does not wait on."""
+    key, why = f"cancel:{worker.id}", "stopped by an operator"
+    return _post_result(uow, doorbell, worker, key, why, TaskStatus.CANCELLED)
+
+
+def _post_result(
+    uow: UnitOfWork,
+    doorbell: Doorbell | None,
+    worker: SessionRecord,
+    key: str,
+    text: str,
+    status: TaskStatus,
+) -> bool:
+    if worker.parent_session_label is None:
         return False
     parent = uow.ledger.sessions.resolve(worker.parent_session_label)
     if parent is None:
         return False
-    verdict = "failed" if failed else "reports"
     return post(
         uow,
         doorbell,
         session_id=parent.id,
         event_id=result_event_id(key),
-        text=f"[{WORKER_RESULT}] {worker.label} {verdict}: {text}",
-        payload={"kind": WORKER_RESULT, "worker": worker.label, "failed": failed},
+        text=f"[{WORKER_RESULT}] {worker.label} {_VERDICTS[status]}: {text}",
+        payload={
+            "kind": WORKER_RESULT,
+            "worker": worker.label,
+            "failed": status != TaskStatus.COMPLETED,
+            "task_status": status.value,
+        },
     )
 
 

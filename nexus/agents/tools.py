@@ -13,10 +13,12 @@ from nexus.doorbell import Doorbell
 from nexus.engine.model import ToolSpec
 from nexus.engine.tools import Tool, ToolContext, ToolFailure
 from nexus.ids import new_id
-from nexus.ledger.enums import QueueStatus, SessionOrigin
+from nexus.ledger.enums import QueueStatus, SessionOrigin, SessionStatus, TaskStatus
 from nexus.ledger.records import NewSession, SessionRecord
 
 DEFAULT_MAX_DEPTH = 3
+# How many of a manager's workers get_agent_status shows.
+STATUS_WORKERS = 20
 AGENT_TOOL_NAMES = ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status")
 
 
@@ -73,7 +75,8 @@ class AgentTools:
             Tool(
                 ToolSpec(
                     "get_agent_status",
-                    "The state of a worker or any session.",
+                    "The state of a worker or any session: its task and task_status "
+                    "(pending, running, completed, failed, cancelled) and its own workers'.",
                     _object({"session": {"type": "string"}}, ["session"]),
                 ),
                 self.get_agent_status,
@@ -118,17 +121,24 @@ class AgentTools:
                 session.id, statuses=[QueueStatus.QUEUED, QueueStatus.CLAIMED]
             )
             head = uow.ledger.threads.get_turn(session.thread_id) if session.thread_id else None
+            # A manager sees where its workers stand (the first few; the API lists them all).
+            spawned = uow.ledger.workers.page(session.label, after=None, limit=STATUS_WORKERS)
         last = None
         if head is not None:
             texts = [m.content.get("text") for m in head.messages if m.role.value == "assistant"]
             last = texts[-1] if texts else None
         return {
             "session": session.label,
-            "task": session.is_subagent and session.label,
+            "task": session.task_description,
+            "task_status": session.task_status,
             "parent": session.parent_session_label,
             "turns_pending": len(open_items),
             "last_turn_status": head.turn.status.value if head else None,
             "last_answer": last,
+            "workers": [
+                {"session": w.label, "task": w.task_description, "task_status": w.task_status}
+                for w in spawned
+            ],
         }
 
     # -- pieces ------------------------------------------------------------------------------
@@ -161,7 +171,10 @@ class AgentTools:
         call_id = context.call_id
 
         def effect(uow: UnitOfWork, turn_id: str) -> None:
-            tool_call = uow.ledger.turns.tool_call_row_id(turn_id, call_id) if call_id else None
+            # The dispatching call names its worker (seed 002's forward lookup: "what workers
+            # did this turn spawn?"), in the commit that creates it.
+            spawned = uow.ledger.workers.record_spawn
+            tool_call = spawned(turn_id, call_id, label) if call_id else None
             worker = uow.ledger.sessions.create(
                 NewSession(
                     label=label,
@@ -191,6 +204,10 @@ class AgentTools:
             target = uow.ledger.sessions.resolve(label)
         if target is None:
             raise ToolFailure(f"no session {label!r}")
+        if target.status == SessionStatus.ARCHIVED:
+            # As the API and the router refuse it: a cancelled worker takes no new work.
+            why = "was cancelled" if target.task_status == TaskStatus.CANCELLED else "is archived"
+            raise ToolFailure(f"session {target.label!r} {why}: it takes no new messages")
         me = self._session(context.session_id)
         event_id = f"agent:{me.label}:{context.call_id or new_id()}"
 

@@ -22,6 +22,7 @@ from nexus.api import (
     session_detail,
     sessions,
     turns,
+    workers,
 )
 from nexus.api.auth import TokenCheck
 from nexus.api.deps import ApiState, attach
@@ -93,6 +94,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         entities,
         aliases,
         sessions,
+        workers,  # /v1/sessions/{label}/workers and /cancel: before session_detail's catch-all
         session_detail,
         agents,
         turns,

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from nexus import __version__
 from nexus.cli import people, settings_cmds
+from nexus.cli import workers as worker_cmds
 from nexus.settings import Settings, get_settings
 
 app = typer.Typer(
@@ -172,6 +173,8 @@ app.add_typer(people.alias_app, name="alias")
 app.command("configure")(settings_cmds.configure)
 app.command("archive")(settings_cmds.archive)
 app.command("unarchive")(settings_cmds.unarchive)
+# A manager's workers (nexus/cli/workers.py): `workers SESSION [--cancel WORKER]`.
+app.command("workers")(worker_cmds.workers)
 
 
 @app.command("turn")

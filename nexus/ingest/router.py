@@ -18,6 +18,7 @@ from nexus.ledger.enums import (
     QueueMode,
     SessionOrigin,
     SessionStatus,
+    TaskStatus,
 )
 from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import NotFound
@@ -49,6 +50,8 @@ _DEFAULT_MODES = {
 
 def archived_reason(session: SessionRecord) -> str:
     """Why a message for an archived session is refused (its one disposition)."""
+    if session.task_status == TaskStatus.CANCELLED:  # cancelling a worker archives it
+        return f"worker {session.label!r} was cancelled: it takes no new work"
     return f"session {session.label!r} is archived (unarchive it to take messages again)"
 
 

@@ -39,6 +39,18 @@ class SessionStatus(StrEnum):
     DELETED = "deleted"
 
 
+class TaskStatus(StrEnum):
+    """A worker session's task: pending at dispatch, running while a run has its input,
+    then completed (its answer went to the parent), failed (its input was dead-lettered)
+    or cancelled (by an operator; final)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class MessageRole(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"

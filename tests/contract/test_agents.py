@@ -2,97 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from nexus.agents.results import worker_result_hook
-from nexus.agents.tools import AgentTools
 from nexus.agents.tree import session_tree
 from nexus.db import Database
-from nexus.doorbell import RecordingDoorbell
-from nexus.engine.builtin_tools import builtin_registry
-from nexus.engine.capabilities import CapabilityRegistry
-from nexus.engine.scripted import CallTools, Say, ScriptedModel
-from nexus.engine.service import Engine
+from nexus.engine.scripted import CallTools, Say
 from nexus.ledger.enums import QueueMode, SessionOrigin
-from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
-from nexus.queueing.coordination import InProcessCoordination
-from nexus.sessions.runner import SessionRunner
+from nexus.ledger.records import NewSession
+from tests.contract.agent_support import ask, build_office, workers_of
 from tests.support import FakeClock
-
-
-@dataclass
-class Office:
-    database: Database
-    model: ScriptedModel
-    runner: SessionRunner
-    doorbell: RecordingDoorbell
-    manager: SessionRecord
-
-
-def _office(database: Database, clock: FakeClock, *, max_depth: int = 3) -> Office:
-    doorbell = RecordingDoorbell()
-    tools = builtin_registry()
-    for tool in AgentTools(database, doorbell, max_depth=max_depth).tools():
-        tools.register(tool)
-    model = ScriptedModel()
-    engine = Engine(
-        database=database,
-        model_for=lambda name: model,
-        default_model="scripted",
-        tools=tools,
-        capabilities=CapabilityRegistry(),
-        clock=clock,
-        commit_hooks=(worker_result_hook(doorbell),),
-    )
-    registry = CapabilityRegistry()
-    with database.unit_of_work() as uow:
-        persona = uow.ledger.agents.ensure("atlas")
-        agents = registry.get("agents")
-        uow.ledger.agents.set_capabilities(
-            persona.id, [(agents.id, agents.name, agents.description, agents.status)]
-        )
-        manager = uow.ledger.sessions.ensure(
-            NewSession(label="dm:ent_boss", persona_id=persona.id, queue_mode=QueueMode.QUEUE)
-        )
-        uow.commit()
-    runner = SessionRunner(
-        database=database,
-        engine=engine,
-        coordination=InProcessCoordination(),
-        doorbell=doorbell,
-        clock=clock,
-    )
-    return Office(database, model, runner, doorbell, manager)
-
-
-def _ask(office: Office, session_id: str, text: str, event_id: str) -> None:
-    with office.database.unit_of_work() as uow:
-        uow.ledger.events.insert(
-            EventDraft(id=event_id, adapter="api", platform="api", text=text, occurred_at=0)
-        )
-        uow.ledger.queue.enqueue(
-            NewQueueItem(session_id=session_id, event_id=event_id, mode=QueueMode.QUEUE)
-        )
-        uow.commit()
-
-
-def _workers(office: Office) -> list[SessionRecord]:
-    with office.database.unit_of_work() as uow:
-        rows = (
-            uow.connection.exec_driver_sql(
-                "SELECT id FROM sessions WHERE is_subagent ORDER BY created_at, id"
-            )
-            .scalars()
-            .all()
-        )
-        found = [uow.ledger.sessions.get(row) for row in rows]
-    return [s for s in found if s is not None]
 
 
 def test_a_manager_dispatches_two_workers_and_sees_both_results(
     database: Database, clock: FakeClock
 ) -> None:
-    office = _office(database, clock)
+    office = build_office(database, clock)
     office.model.push(
         CallTools(
             (
@@ -102,9 +24,9 @@ def test_a_manager_dispatches_two_workers_and_sees_both_results(
         ),
         Say("I have asked two workers."),
     )
-    _ask(office, office.manager.id, "plan the Lisbon trip", "api:trip")
+    ask(office, office.manager.id, "plan the Lisbon trip", "api:trip")
     assert office.runner.run(office.manager.id).turns == 1
-    workers = _workers(office)
+    workers = workers_of(office)
     assert len(workers) == 2
     with database.unit_of_work() as uow:
         head = uow.ledger.sessions.get(office.manager.id)
@@ -144,7 +66,7 @@ def test_a_manager_dispatches_two_workers_and_sees_both_results(
 def test_a_dispatch_beyond_the_depth_limit_is_a_tool_error(
     database: Database, clock: FakeClock
 ) -> None:
-    office = _office(database, clock, max_depth=3)
+    office = build_office(database, clock, max_depth=3)
     parent = office.manager
     with database.unit_of_work() as uow:  # workers at depth 1, 2 and 3
         for depth in (1, 2, 3):
@@ -162,11 +84,11 @@ def test_a_dispatch_beyond_the_depth_limit_is_a_tool_error(
         CallTools((("agent_send", {"op": "dispatch", "text": "go deeper"}),)),
         Say("I cannot go deeper."),
     )
-    _ask(office, parent.id, "dig", "api:dig")
+    ask(office, parent.id, "dig", "api:dig")
     office.runner.run(parent.id)
     results = office.model.requests[1].messages[-1]["content"]
     assert results[0]["is_error"] is True and "depth 4" in results[0]["content"]
-    assert len(_workers(office)) == 3  # nothing was created
+    assert len(workers_of(office)) == 3  # nothing was created
 
 
 def test_a_worker_that_keeps_failing_still_reports_to_its_parent(
@@ -175,7 +97,7 @@ def test_a_worker_that_keeps_failing_still_reports_to_its_parent(
     from nexus.engine.model import ModelError
     from nexus.engine.scripted import Fail
 
-    office = _office(database, clock)
+    office = build_office(database, clock)
     with database.unit_of_work() as uow:
         worker = uow.ledger.sessions.create(
             NewSession(
@@ -186,7 +108,7 @@ def test_a_worker_that_keeps_failing_still_reports_to_its_parent(
             )
         )
         uow.commit()
-    _ask(office, worker.id, "do the thing", "api:fragile")
+    ask(office, worker.id, "do the thing", "api:fragile")
     down = ModelError("model_error", "overloaded", retryable=True)
     office.model.push(Fail(down), Fail(down), Fail(down))
     for _ in range(3):

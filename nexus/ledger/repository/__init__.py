@@ -29,6 +29,7 @@ from nexus.ledger.repository.snapshots import SnapshotRepository
 from nexus.ledger.repository.threads import ThreadRepository
 from nexus.ledger.repository.timer import TimerRepository
 from nexus.ledger.repository.turns import TurnRepository
+from nexus.ledger.repository.workers import WorkerRepository
 
 
 class Ledger:
@@ -97,6 +98,10 @@ class Ledger:
     @cached_property
     def metrics(self) -> MetricsRepository:
         return MetricsRepository(self.connection)
+
+    @cached_property
+    def workers(self) -> WorkerRepository:
+        return WorkerRepository(self.connection, self.clock)
 
 
 __all__ = [

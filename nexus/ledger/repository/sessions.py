@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, update
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus
+from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus, TaskStatus
 from nexus.ledger.models import (
     Session,
     SessionAlias,
@@ -181,6 +181,8 @@ class SessionRepository:
             epoch=0,
             status=SessionStatus.ACTIVE,
             is_subagent=new.origin == SessionOrigin.SUBAGENT,
+            # A worker's task is pending until a run claims its input (BUMP_EPOCH).
+            task_status=TaskStatus.PENDING if new.origin == SessionOrigin.SUBAGENT else None,
             created_at=now,
             updated_at=now,
             **values,
@@ -369,10 +371,21 @@ _LOCK = (
 )
 
 # A run's start: the session's fencing epoch bumped and returned (the queue's one-statement
-# claim on Postgres runs it as a CTE).
+# claim on Postgres runs it as a CTE). A worker's task is running from then on, in the same
+# statement (no cost to other sessions, whose task_status is null); a cancelled task stays
+# cancelled, whatever run was already on its way.
 BUMP_EPOCH = (
     update(sessions)
     .where(sessions.c.id == bindparam("bump_session"))
-    .values(epoch=sessions.c.epoch + 1)
+    .values(
+        epoch=sessions.c.epoch + 1,
+        task_status=case(
+            (
+                sessions.c.task_status.is_(None) | (sessions.c.task_status == TaskStatus.CANCELLED),
+                sessions.c.task_status,
+            ),
+            else_=TaskStatus.RUNNING.value,
+        ),
+    )
     .returning(sessions.c.epoch)
 )

@@ -1,0 +1,109 @@
+"""/v1/sessions/{label}/workers and /cancel: a manager's workers with their task status,
+and cancelling one."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from nexus.agents.cancel import NotAWorker, cancel_worker
+from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, DoorbellDep
+from nexus.api.errors import ApiError
+from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.engine.stream import QUEUE_ITEM_DROPPED
+from nexus.ledger.records import SessionRecord
+from nexus.ledger.repository import NotFound
+from nexus.ledger.repository.workers import Activity
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
+
+
+class WorkerView(BaseModel):
+    """One worker of a manager: its task, where the task stands, and its activity."""
+
+    label: str
+    task_description: str | None
+    task_status: str | None  # pending, running, completed, failed or cancelled
+    status: str  # the session's own: a cancelled worker is archived
+    parent_turn_id: str | None
+    spawn_tool_call_id: str | None
+    turns: int
+    created_at: int
+    last_turn_at: int | None
+
+    @classmethod
+    def of(cls, worker: SessionRecord, activity: Activity) -> WorkerView:
+        return cls(
+            **worker.model_dump(
+                include={
+                    "label",
+                    "task_description",
+                    "task_status",
+                    "status",
+                    "parent_turn_id",
+                    "spawn_tool_call_id",
+                    "created_at",
+                }
+            ),
+            turns=activity.turns,
+            last_turn_at=activity.last_turn_at,
+        )
+
+
+class CancelledWorker(BaseModel):
+    worker: WorkerView
+    cancelled_items: list[str]  # the waiting queue items dropped (disposition `cancelled`)
+    abort_requested: bool  # a running turn was asked to stop
+    already_cancelled: bool
+
+
+@router.get("/{label:path}/workers")
+def list_workers(
+    label: str, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
+) -> Page[WorkerView]:
+    """The workers `label` dispatched, oldest first, with their task status."""
+    after = decode_cursor(page.cursor, [str])
+    with database.unit_of_work() as uow:
+        manager = uow.ledger.sessions.resolve(label)
+        if manager is None:
+            raise ApiError(404, "not_found", f"no session labelled {label!r}")
+        rows = uow.ledger.workers.page(
+            manager.label, after=str(after[0]) if after else None, limit=page.limit + 1
+        )
+        activity = uow.ledger.workers.activity([row.id for row in rows[: page.limit]])
+    return page_body(
+        rows, page.limit, lambda w: (w.label,), lambda w: WorkerView.of(w, activity[w.id])
+    )
+
+
+@router.post("/{label:path}/cancel")
+def cancel(
+    label: str, database: DatabaseDep, doorbell: DoorbellDep, coordination: CoordinationDep
+) -> CancelledWorker:
+    """Cancel a worker: its waiting input is dropped, a running turn is asked to abort, its
+    task becomes `cancelled` and its parent is told; it takes no new messages (409).
+    Cancelling again changes nothing; a session that is no worker is 409."""
+    with database.unit_of_work() as uow:
+        try:
+            done = cancel_worker(uow, doorbell, label)
+        except NotFound as error:
+            raise ApiError(404, "not_found", str(error)) from error
+        except NotAWorker as error:
+            raise ApiError(409, "not_a_worker", str(error)) from error
+        worker = done.worker
+        for item_id in done.dropped:
+            dropped = {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"}
+            uow.after_commit(partial(coordination.publish, worker.id, QUEUE_ITEM_DROPPED, dropped))
+        if not done.already:
+            uow.after_commit(partial(coordination.request_abort, worker.id))
+        activity = uow.ledger.workers.activity([worker.id])[worker.id]
+        uow.commit()
+    return CancelledWorker(
+        worker=WorkerView.of(worker, activity),
+        cancelled_items=done.dropped,
+        abort_requested=not done.already,
+        already_cancelled=done.already,
+    )

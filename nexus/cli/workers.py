@@ -1,0 +1,99 @@
+"""`nexus workers SESSION`: a manager's workers and where their tasks stand; `--cancel
+WORKER` cancels one. Asked of the running Nexus (NEXUS_API_URL)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from nexus.settings import get_settings
+
+# Labels and task text are the users' own: no emoji codes (worker:b: is no 🅱) or markup.
+console = Console(emoji=False)
+errors = Console(emoji=False, stderr=True)
+_PAGE = 200
+
+
+def _api(method: str, path: str, **kwargs: Any) -> Any:
+    from nexus.cli.remote import _call, _client
+
+    with _client(get_settings()) as client:
+        return _call(client, method, path, **kwargs)
+
+
+def _when(millis: int | None) -> str:
+    if millis is None:
+        return "—"
+    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _all_workers(session: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": _PAGE}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = _api("GET", f"/v1/sessions/{quote(session, safe='')}/workers", params=params)
+        found.extend(page["items"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return found
+
+
+def workers(
+    session: str = typer.Argument(..., help="The manager session."),
+    cancel: str | None = typer.Option(
+        None, "--cancel", metavar="WORKER", help="Cancel this worker session instead."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List the workers SESSION dispatched, with each task's status (pending, running,
+    completed, failed, cancelled); `--cancel WORKER` cancels one of them."""
+    if cancel is not None:
+        _cancel(session, cancel, as_json)
+        return
+    found = _all_workers(session)
+    if as_json:
+        console.print_json(json.dumps(found))
+        return
+    if not found:
+        console.print(f"{escape(session)} has dispatched no workers")
+        return
+    table = Table("worker", "task status", "turns", "last turn", "task")
+    for worker in found:
+        table.add_row(
+            escape(worker["label"]),
+            worker["task_status"] or "—",
+            str(worker["turns"]),
+            _when(worker["last_turn_at"]),
+            escape(worker["task_description"] or "—"),
+        )
+    table.columns[0].no_wrap = True
+    console.print(table)
+
+
+def _cancel(session: str, worker: str, as_json: bool) -> None:
+    """Cancel WORKER, refusing one that is not SESSION's own (a typo should not stop
+    someone else's work)."""
+    if worker not in {found["label"] for found in _all_workers(session)}:
+        errors.print(f"[red]{escape(worker)} is not a worker of {escape(session)}[/red]")
+        raise typer.Exit(1)
+    done = _api("POST", f"/v1/sessions/{quote(worker, safe='')}/cancel")
+    if as_json:
+        console.print_json(json.dumps(done))
+        return
+    if done["already_cancelled"]:
+        console.print(f"{escape(worker)} was cancelled already")
+        return
+    dropped = len(done["cancelled_items"])
+    console.print(
+        f"cancelled {escape(worker)}: {dropped} waiting item(s) dropped, its turn stopped"
+    )
