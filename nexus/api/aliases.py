@@ -71,6 +71,13 @@ def create_alias(body: CreateAlias, database: DatabaseDep) -> AliasView:
             sessions = uow.ledger.sessions
             # An alias names a session: one given by another alias is the session it leads to.
             target = sessions.final_label(body.session)
+            if target == body.alias:
+                raise ApiError(
+                    409,
+                    "alias_cycle",
+                    f"{body.alias!r} → {body.session!r} would make a circle: "
+                    f"{body.session!r} leads to {body.alias!r}",
+                )
             if not sessions.add_alias(body.alias, target, reason=MANUAL):
                 current = sessions.final_label(body.alias)
                 raise ApiError(

@@ -176,8 +176,14 @@ def session(settings: Settings, label: str, *, as_json: bool) -> None:
         console.print_json(json.dumps(found))
         return
     running, waiting = found.pop("running", None), found.pop("pending", None)
+    effective = found.pop("queue", None)
     for key, value in found.items():
         console.print(f"[bold]{key}[/bold]: {value}")
+    if effective is not None:
+        for name, setting in effective.items():
+            if isinstance(setting, dict):
+                value = setting["value"] if setting["value"] is not None else "by message source"
+                console.print(f"[bold]queue {name}[/bold]: {value} ({setting['source']})")
     if running is not None:
         console.print(
             f"[bold]running[/bold]: turn {running['turn_id']} on {running['worker']}, "

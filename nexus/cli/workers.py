@@ -95,5 +95,6 @@ def _cancel(session: str, worker: str, as_json: bool) -> None:
         return
     dropped = len(done["cancelled_items"])
     console.print(
-        f"cancelled {escape(worker)}: {dropped} waiting item(s) dropped, its turn stopped"
+        f"cancelled {escape(worker)}: {dropped} waiting item(s) dropped; a turn it was "
+        "running, if any, is asked to stop"
     )

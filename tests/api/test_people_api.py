@@ -204,6 +204,7 @@ def test_alias_circles_and_bad_aliases_are_refused_and_change_nothing(database: 
     assert _post(client, "/v1/aliases", {"alias": "a", "session": "b"}).status_code == 201
     circle = _post(client, "/v1/aliases", {"alias": "b", "session": "x"})
     assert circle.status_code == 409 and circle.json()["error"]["type"] == "alias_cycle"
+    assert "'x' leads to 'b'" in circle.json()["error"]["message"]
     itself = _post(client, "/v1/aliases", {"alias": "b", "session": "b"})
     assert itself.status_code == 409 and itself.json()["error"]["type"] == "alias_cycle"
     taken = _post(client, "/v1/aliases", {"alias": "x", "session": "b"})

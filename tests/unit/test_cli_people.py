@@ -68,7 +68,7 @@ def test_aliases_are_added_listed_and_removed_and_circles_refused(server: Databa
     listed = _run("aliases")
     assert "help" in listed and "manual" in listed
     circle = runner.invoke(app, ["alias", "add", "support", "help"])
-    assert circle.exit_code == 1 and "circle" in circle.output
+    assert circle.exit_code == 1 and "'help' leads to 'support'" in circle.output
     assert _run("alias", "remove", "help") == "removed alias help (it led to support)\n"
     gone = runner.invoke(app, ["alias", "remove", "help"])
     assert gone.exit_code == 1 and "no alias" in gone.output
@@ -80,6 +80,8 @@ def test_configure_shows_sets_and_clears_settings_and_archive_refuses_messages(
     runner.invoke(app, ["send", "tuned", "hi"])
     shown = _run("configure", "tuned")
     assert "cap: 20  (default)" in shown and "mode: by message source  (default)" in shown
+    detail = _run("session", "tuned")
+    assert "queue cap: 20 (default)" in detail and "queue mode: by message source" in detail
     changed = _run("configure", "tuned", "--mode", "collect", "--cap", "5", "--debounce-ms", "0")
     assert "cap: 5  (session)" in changed and "mode: collect  (session)" in changed
     assert "debounce_ms: 0  (session)" in changed
