@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -132,6 +133,7 @@ def tree(settings: Settings, session_label: str, *, as_json: bool) -> None:
         raise typer.Exit(1) from error
     finally:
         database.dispose()
+    found["running"] = _running(settings, session_label)
     if as_json:
         console.print_json(json.dumps(found))
         return
@@ -146,3 +148,25 @@ def tree(settings: Settings, session_label: str, *, as_json: bool) -> None:
         for branch in turn["branches"]:
             task = f"  ({branch['task']})" if branch["task"] else ""
             console.print(f"│   └─ {branch['kind']} [bold]{branch['session']}[/bold]{task}")
+    running = found["running"]
+    if running is not None:
+        shown = f"running  {running['step']} on {running['worker']} (turn {running['turn_id']})"
+        console.print(f"└┄ {shown}", markup=False, highlight=False)
+
+
+def _running(settings: Settings, session_label: str) -> dict[str, Any] | None:
+    """The turn the session runs now, as the running Nexus (NEXUS_API_URL) knows it; None
+    when it runs none or no Nexus answers (the ledger alone knows only committed turns)."""
+    import httpx
+
+    from nexus.cli.remote import _client, _segment
+
+    try:
+        with _client(settings) as client:
+            response = client.get(f"/v1/sessions/{_segment(session_label)}/tree", timeout=2.0)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    running: dict[str, Any] | None = response.json().get("running")
+    return running

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +107,31 @@ def test_session_shows_what_runs_and_what_waits_and_queue_numbers_the_line(
     assert "running: nothing" in shown and "pending: 2 item(s), the oldest for" in shown
     listed = _run("queue", "line")
     assert "waited" in listed and " 1 " in listed and " 2 " in listed
+
+
+def test_tree_marks_a_turn_on_its_way_from_the_running_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    try:
+        with served_app(create_app(graph)) as url:
+            monkeypatch.setenv("NEXUS_API_URL", url)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            get_settings.cache_clear()
+            _run("send", "busy", "hello")
+            session_id = json.loads(_run("session", "busy", "--json"))["id"]
+            assert "running" not in _run("tree", "busy")
+            lease = graph.coordination.acquire(f"session:{session_id}", 30_000)
+            assert lease is not None
+            started = {"turn_id": "01TURN", "worker": "w1:7", "started_at": 1}
+            graph.coordination.publish(session_id, "session.started", started)
+            shown = _run("tree", "busy")
+            assert "running  starting on w1:7 (turn 01TURN)" in shown
+            assert json.loads(_run("tree", "busy", "--json"))["running"]["turn_id"] == "01TURN"
+            lease.release()
+    finally:
+        get_settings.cache_clear()
+        database.dispose()
