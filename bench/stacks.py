@@ -16,8 +16,8 @@ from bench.harness import Process
 from bench.ledger import _session
 from nexus.db import Database
 from nexus.doorbell import DeferredDoorbell
+from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.direct import send_to_session
-from nexus.ingest.router import QueuePolicy
 from nexus.ledger.enums import QueueMode
 from nexus.settings import Settings
 

@@ -22,8 +22,9 @@ from nexus.hooks.evaluator import Invocation
 from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
 from nexus.ids import Clock, now_ms
+from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.drain import EventRouter
-from nexus.ingest.router import ProcessedEvent, QueuePolicy
+from nexus.ingest.router import ProcessedEvent
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
 from nexus.queueing.coordination import Coordination, InProcessCoordination

@@ -20,8 +20,9 @@ from nexus.api.schemas.sessions import (
 from nexus.api.sessions import resolve, running_view, session_view
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
+from nexus.ingest.arrival import session_overrides
 from nexus.ingest.direct import API_ADAPTER
-from nexus.ingest.router import delivery_for, principal_for, session_overrides
+from nexus.ingest.router import delivery_for, principal_for
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
 from nexus.ledger.records import SessionRecord
 from nexus.outbound.addressing import INTERNAL_TRIGGERS

@@ -9,16 +9,14 @@ from functools import partial
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ids import new_id
-from nexus.ingest.router import (
-    QUEUED,
+from nexus.ingest.arrival import (
     Arrival,
-    ArrivalSignals,
     QueuePolicy,
     archived_reason,
     default_queue_mode,
-    queue_into,
     session_overrides,
 )
+from nexus.ingest.router import QUEUED, ArrivalSignals, queue_into
 from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin, SessionStatus
 from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import SessionArchived

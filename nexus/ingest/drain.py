@@ -11,13 +11,8 @@ import structlog
 from nexus.access.policy import Policy
 from nexus.db import Database
 from nexus.doorbell import ROUTER_PENDING, Doorbell
-from nexus.ingest.router import (
-    ROUTE_BATCH,
-    ArrivalSignals,
-    ProcessedEvent,
-    QueuePolicy,
-    route_waiting,
-)
+from nexus.ingest.arrival import QueuePolicy
+from nexus.ingest.router import ROUTE_BATCH, ArrivalSignals, ProcessedEvent, route_waiting
 
 log = structlog.get_logger(__name__)
 

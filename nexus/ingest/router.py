@@ -12,24 +12,25 @@ from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED, StreamEvent
+from nexus.ingest.arrival import (
+    SHIPPED_QUEUE_POLICY,
+    Arrival,
+    QueuePolicy,
+    archived_reason,
+    arrival,
+)
 from nexus.ledger.enums import (
     EventStatus,
     MessageSource,
     QueueMode,
     SessionOrigin,
     SessionStatus,
-    TaskStatus,
 )
 from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
 from nexus.ledger.repository import NotFound
-from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
-from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS, arrival_action
+from nexus.queueing.modes import arrival_action
 from nexus.queueing.overflow import Overflow, drop_over_cap
 from nexus.queueing.settings import (
-    EffectiveQueue,
-    QueueDefaults,
-    QueueOverrides,
-    effective_queue,
     item_payload,
 )
 
@@ -37,26 +38,6 @@ QUEUED, DENIED = "queued", "denied"
 # Events one router run takes: enough that a burst costs a few runs, few enough that one
 # transaction stays short.
 ROUTE_BATCH = 50
-
-# DESIGN §5: a person's message preempts a stale answer; automation waits its turn.
-_DEFAULT_MODES = {
-    MessageSource.HUMAN: QueueMode.INTERRUPT,
-    MessageSource.AGENT: QueueMode.FOLLOWUP,
-    MessageSource.CRON: QueueMode.FOLLOWUP,
-    MessageSource.TRIGGER: QueueMode.FOLLOWUP,
-    MessageSource.WEBHOOK: QueueMode.FOLLOWUP,
-}
-
-
-def archived_reason(session: SessionRecord) -> str:
-    """Why a message for an archived session is refused (its one disposition)."""
-    if session.task_status == TaskStatus.CANCELLED:  # cancelling a worker archives it
-        return f"worker {session.label!r} was cancelled: it takes no new work"
-    return f"session {session.label!r} is archived (unarchive it to take messages again)"
-
-
-def default_queue_mode(source: MessageSource | None) -> QueueMode:
-    return _DEFAULT_MODES.get(source, QueueMode.QUEUE) if source else QueueMode.QUEUE
 
 
 class ArrivalSignals(Protocol):
@@ -68,58 +49,6 @@ class ArrivalSignals(Protocol):
     def steer(self, session_id: str, message: QueryMessage) -> None: ...
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None: ...
-
-
-@dataclass(frozen=True)
-class QueuePolicy:
-    """The deployment's queue defaults (NEXUS_QUEUE_CAP, NEXUS_QUEUE_DROP_POLICY,
-    NEXUS_COLLECT_WINDOW_MS): what a session and its policy leave unset."""
-
-    cap: int = DEFAULT_CAP
-    drop: DropPolicy = "summarize"
-    debounce_ms: int = DEFAULT_COLLECT_WINDOW_MS
-
-    @property
-    def defaults(self) -> QueueDefaults:
-        return QueueDefaults(cap=self.cap, drop=self.drop, debounce_ms=self.debounce_ms)
-
-
-def session_overrides(session: SessionRecord) -> QueueOverrides:
-    return QueueOverrides(
-        mode=session.queue_mode,
-        cap=session.queue_cap,
-        drop=session.drop_policy,
-        debounce_ms=session.debounce_ms,
-    )
-
-
-def policy_overrides(decision: Decision) -> QueueOverrides:
-    return QueueOverrides(
-        mode=decision.queue_mode,
-        cap=decision.queue_cap,
-        drop=decision.drop_policy,
-        debounce_ms=decision.debounce_ms,
-    )
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """An event on its way into a session's queue, with the settings it arrived under."""
-
-    event: EventRecord
-    mode: QueueMode
-    settings: EffectiveQueue
-
-
-def arrival(
-    session: SessionRecord, decision: Decision, event: EventRecord, queueing: QueuePolicy
-) -> Arrival:
-    """Precedence (each setting): the session's own, then the policy's, then the defaults;
-    a mode nobody chose is the message source's (DESIGN §5)."""
-    settings = effective_queue(
-        session_overrides(session), policy_overrides(decision), queueing.defaults
-    )
-    return Arrival(event, settings.mode.value or default_queue_mode(event.source), settings)
 
 
 @dataclass(frozen=True)
@@ -165,7 +94,7 @@ def process_event(
     doorbell: Doorbell,
     *,
     arrivals: ArrivalSignals | None = None,
-    queueing: QueuePolicy = QueuePolicy(),
+    queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
 ) -> ProcessedEvent:
     """Route one stored event to a session's queue; safe to run twice for one event."""
     event = uow.ledger.events.get(event_id)
@@ -193,7 +122,7 @@ def route_waiting(
     policies: Sequence[Policy],
     *,
     arrivals: ArrivalSignals | None = None,
-    queueing: QueuePolicy = QueuePolicy(),
+    queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
     limit: int = ROUTE_BATCH,
 ) -> Drained:
     """Route up to `limit` waiting events that no other router holds, in the caller's one

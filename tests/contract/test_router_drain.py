@@ -8,8 +8,9 @@ from nexus.access.policy import load_policies
 from nexus.db import Database
 from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
 from nexus.event import Author, Container, NexusEvent
+from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.drain import EventRouter
-from nexus.ingest.router import ProcessedEvent, QueuePolicy, route_waiting
+from nexus.ingest.router import ProcessedEvent, route_waiting
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, EventStatus, QueueStatus
 from nexus.queueing.coordination import InProcessCoordination

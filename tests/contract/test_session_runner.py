@@ -13,8 +13,9 @@ from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import CallTools, Fail, Say
+from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.direct import request_compaction
-from nexus.ingest.router import QueuePolicy, process_event
+from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord

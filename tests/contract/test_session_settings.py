@@ -9,8 +9,9 @@ from nexus.access.policy import parse_policies
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.event import Author, Container, NexusEvent
+from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.direct import send_to_session
-from nexus.ingest.router import QueuePolicy, process_event
+from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, SessionStatus
 from nexus.ledger.repository import SessionArchived

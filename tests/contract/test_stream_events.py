@@ -9,7 +9,8 @@ from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.scripted import Fail, Say
-from nexus.ingest.router import Arrival, QueuePolicy, queue_into
+from nexus.ingest.arrival import Arrival, QueuePolicy
+from nexus.ingest.router import queue_into
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, SessionRecord
 from nexus.queueing.coordination import Coordination

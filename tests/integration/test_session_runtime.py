@@ -17,7 +17,8 @@ from nexus.access.policy import load_policies
 from nexus.agents.posting import post
 from nexus.db import Database
 from nexus.doorbell import DeferredDoorbell
-from nexus.ingest.router import QueuePolicy, process_event
+from nexus.ingest.arrival import QueuePolicy
+from nexus.ingest.router import process_event
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from tests.fakes.anthropic_server import FakeAnthropicServer
