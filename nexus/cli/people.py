@@ -4,6 +4,7 @@ asked of the running Nexus (NEXUS_API_URL) like every command that changes the l
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -64,7 +65,13 @@ def _show(entity: dict[str, Any], as_json: bool) -> None:
     for label in entity.get("sessions", []):
         console.print(f"  session {label}")
     if "last_seen_at" in entity:
-        console.print(f"last seen: {entity['last_seen_at'] or 'never'}")
+        console.print(f"last seen: {_when(entity['last_seen_at'])}")
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def list_entities(

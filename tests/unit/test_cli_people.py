@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,7 @@ def test_entities_are_created_shown_and_given_contacts(server: Database) -> None
     shown = _run("entity", entity_id)  # `nexus entity ID` shows it
     assert f"{entity_id}  Ada Lovelace  (owner)" in shown
     assert "contact sms:+15550001" in shown
+    assert re.search(r"last seen: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown)
     _run("entity", "rename", entity_id, "Ada")
     _run("entity", "principal", entity_id, "known")
     assert "Ada  (known)" in _run("entity", "show", entity_id)
