@@ -98,6 +98,9 @@ class RedisCoordination:
     def clear_abort(self, session_id: str) -> None:
         self._redis.delete(self._key("abort", session_id))
 
+    def clear_signals(self, session_id: str) -> None:
+        self._redis.delete(self._key("abort", session_id), self._key("steer", session_id))
+
     def abort_requested(self, session_id: str) -> bool:
         return bool(self._redis.exists(self._key("abort", session_id)))
 

@@ -57,6 +57,11 @@ class Coordination(Protocol):
 
     def clear_abort(self, session_id: str) -> None: ...
 
+    def clear_signals(self, session_id: str) -> None:
+        """Drop the abort flag and the steer inbox at once (one round trip): a turn about to
+        start answers whatever raised them, from the queue."""
+        ...
+
     def abort_requested(self, session_id: str) -> bool: ...
 
     def steer(self, session_id: str, message: QueryMessage) -> None: ...
@@ -174,6 +179,10 @@ class InProcessCoordination:
 
     def clear_abort(self, session_id: str) -> None:
         self.signals.clear_abort(session_id)
+
+    def clear_signals(self, session_id: str) -> None:
+        self.signals.clear_abort(session_id)
+        self.signals.take_steering(session_id)
 
     def abort_requested(self, session_id: str) -> bool:
         return self.signals.abort_requested(session_id)

@@ -281,8 +281,7 @@ class SessionRunner:
     ) -> str:
         # Signals raised before this turn began are answered by this turn's inputs (they are
         # in the queue, which is where this turn came from): start clean.
-        self.coordination.clear_abort(session_id)
-        self.coordination.take_steering(session_id)
+        self.coordination.clear_signals(session_id)
         signals = RunSignals(
             self.coordination,
             deadline_ms=self.clock() + self.turn_time_limit_ms,

@@ -234,3 +234,14 @@ def test_the_running_turn_follows_the_sessions_stream_while_its_lease_is_held(
     found = coordination.running("s")
     assert found is not None and (found.turn_id, found.step) == ("t2", "starting")
     again.release()
+
+
+def test_clearing_signals_drops_the_abort_flag_and_the_steer_inbox_together(
+    coordination: Coordination,
+) -> None:
+    coordination.request_abort("s")
+    coordination.steer("s", QueryMessage(text="also this"))
+    coordination.request_abort("other")
+    coordination.clear_signals("s")
+    assert not coordination.abort_requested("s") and coordination.take_steering("s") == []
+    assert coordination.abort_requested("other")  # another session's are its own
