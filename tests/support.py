@@ -28,6 +28,7 @@ from nexus.ledger.repository import Ledger
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from nexus.bootstrap import Nexus
     from nexus.db import Database
     from nexus.sessions.runner import SessionRunner
 
@@ -162,15 +163,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def served_app(app: Any) -> Iterator[str]:
-    """`app` on a real loopback uvicorn server, as `nexus dev` serves it; yields its URL."""
+def served_app(app: Any, **config: Any) -> Iterator[str]:
+    """`app` on a real loopback uvicorn server, as `nexus dev` serves it (`config`: more
+    uvicorn settings); yields its URL."""
     import threading
     import time
 
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", **config)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -228,3 +232,31 @@ def hook_runner(database: Database, clock: FakeClock, folder: Path, **files: str
     )
     runner.sync()
     return runner
+
+
+@contextmanager
+def serving_cli(tmp_path: Path, monkeypatch: Any) -> Iterator[Nexus]:
+    """An embedded ledger in `tmp_path` (the CLI's default place), served over loopback as
+    `nexus dev` serves it, with NEXUS_API_URL and NEXUS_API_TOKEN pointing the CLI at it;
+    yields the server's object graph."""
+    from nexus.api.app import create_app
+    from nexus.bootstrap import bootstrap
+    from nexus.db import Database
+    from nexus.db.migrate import upgrade
+    from nexus.settings import Settings, get_settings
+
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}"
+    (tmp_path / ".nexus").mkdir(exist_ok=True)
+    upgrade(url)
+    database = Database(url)
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    try:
+        with served_app(create_app(graph)) as served:
+            monkeypatch.setenv("NEXUS_API_URL", served)
+            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
+            get_settings.cache_clear()
+            yield graph
+    finally:
+        get_settings.cache_clear()
+        database.dispose()

@@ -20,7 +20,7 @@ from nexus.api.schemas.sessions import (
 from nexus.api.sessions import resolve, running_view, session_view
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
-from nexus.ingest.arrival import session_overrides
+from nexus.ingest.arrival import policy_overrides, session_overrides
 from nexus.ingest.direct import API_ADAPTER
 from nexus.ingest.router import delivery_for, principal_for
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
@@ -56,16 +56,7 @@ def _policy_decision(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> D
 
 def queue_settings(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> QueueSettingsView:
     decision = _policy_decision(uow, graph, session)
-    policy = (
-        QueueOverrides(
-            mode=decision.queue_mode,
-            cap=decision.queue_cap,
-            drop=decision.drop_policy,
-            debounce_ms=decision.debounce_ms,
-        )
-        if decision is not None
-        else QueueOverrides()
-    )
+    policy = policy_overrides(decision) if decision is not None else QueueOverrides()
     found = effective_queue(session_overrides(session), policy, graph.queue_policy.defaults)
     return QueueSettingsView(
         mode=SettingView[QueueMode | None](value=found.mode.value, source=found.mode.source),

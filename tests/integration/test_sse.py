@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
@@ -20,7 +19,7 @@ from nexus.queueing.coordination import Coordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
-from tests.support import FakeClock, free_port
+from tests.support import FakeClock, served_app
 
 AUTH = {"Authorization": "Bearer tok"}
 Event = tuple[str, str]  # (id, event name)
@@ -41,22 +40,8 @@ def served(
             coordination=coordination,
         )
     )
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", rig
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with served_app(app, timeout_graceful_shutdown=1) as url:
+        yield url, rig
 
 
 def _listen(url: str, until: str, found: list[Event], headers: dict[str, str]) -> None:

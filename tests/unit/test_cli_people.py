@@ -10,32 +10,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nexus.api.app import create_app
-from nexus.bootstrap import bootstrap
+from nexus.bootstrap import Nexus
 from nexus.cli.app import app
-from nexus.db import Database
-from nexus.doorbell import RecordingDoorbell
-from nexus.settings import Settings, get_settings
-from tests.support import served_app
+from tests.support import serving_cli
 
 runner = CliRunner()
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
-    monkeypatch.chdir(tmp_path)
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
-    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
-    try:
-        with served_app(create_app(graph)) as url:
-            monkeypatch.setenv("NEXUS_API_URL", url)
-            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
-            get_settings.cache_clear()
-            yield database
-    finally:
-        get_settings.cache_clear()
-        database.dispose()
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Nexus]:
+    with serving_cli(tmp_path, monkeypatch) as graph:
+        yield graph
 
 
 def _run(*args: str) -> str:
@@ -44,7 +29,7 @@ def _run(*args: str) -> str:
     return result.output
 
 
-def test_entities_are_created_shown_and_given_contacts(server: Database) -> None:
+def test_entities_are_created_shown_and_given_contacts(server: Nexus) -> None:
     created = _run("entity", "create", "Ada Lovelace", "--owner", "--json")
     entity_id = created.split('"id": "')[1].split('"')[0]
     assert _run("entity", "attach", entity_id, "sms:+15550001") == f"sms:+15550001 -> {entity_id}\n"
@@ -64,7 +49,7 @@ def test_entities_are_created_shown_and_given_contacts(server: Database) -> None
     assert missing.exit_code == 1 and "no entity" in missing.output
 
 
-def test_aliases_are_added_listed_and_removed_and_circles_refused(server: Database) -> None:
+def test_aliases_are_added_listed_and_removed_and_circles_refused(server: Nexus) -> None:
     for label in ("support", "team"):
         runner.invoke(app, ["send", label, "hi"])  # creates the sessions
     assert _run("alias", "add", "help", "support") == "alias help -> support\n"
@@ -78,7 +63,7 @@ def test_aliases_are_added_listed_and_removed_and_circles_refused(server: Databa
 
 
 def test_configure_shows_sets_and_clears_settings_and_archive_refuses_messages(
-    server: Database,
+    server: Nexus,
 ) -> None:
     runner.invoke(app, ["send", "tuned", "hi"])
     shown = _run("configure", "tuned")
@@ -101,7 +86,7 @@ def test_configure_shows_sets_and_clears_settings_and_archive_refuses_messages(
 
 
 def test_session_shows_what_runs_and_what_waits_and_queue_numbers_the_line(
-    server: Database,
+    server: Nexus,
 ) -> None:
     for text in ("one", "two"):
         _run("send", "line", text)
@@ -111,29 +96,15 @@ def test_session_shows_what_runs_and_what_waits_and_queue_numbers_the_line(
     assert "waited" in listed and " 1 " in listed and " 2 " in listed
 
 
-def test_tree_marks_a_turn_on_its_way_from_the_running_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
-    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
-    try:
-        with served_app(create_app(graph)) as url:
-            monkeypatch.setenv("NEXUS_API_URL", url)
-            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
-            get_settings.cache_clear()
-            _run("send", "busy", "hello")
-            session_id = json.loads(_run("session", "busy", "--json"))["id"]
-            assert "running" not in _run("tree", "busy")
-            lease = graph.coordination.acquire(f"session:{session_id}", 30_000)
-            assert lease is not None
-            started = {"turn_id": "01TURN", "worker": "w1:7", "started_at": 1}
-            graph.coordination.publish(session_id, "session.started", started)
-            shown = _run("tree", "busy")
-            assert "running  starting on w1:7 (turn 01TURN)" in shown
-            assert json.loads(_run("tree", "busy", "--json"))["running"]["turn_id"] == "01TURN"
-            lease.release()
-    finally:
-        get_settings.cache_clear()
-        database.dispose()
+def test_tree_marks_a_turn_on_its_way_from_the_running_server(server: Nexus) -> None:
+    _run("send", "busy", "hello")
+    session_id = json.loads(_run("session", "busy", "--json"))["id"]
+    assert "running" not in _run("tree", "busy")
+    lease = server.coordination.acquire(f"session:{session_id}", 30_000)
+    assert lease is not None
+    started = {"turn_id": "01TURN", "worker": "w1:7", "started_at": 1}
+    server.coordination.publish(session_id, "session.started", started)
+    shown = _run("tree", "busy")
+    assert "running  starting on w1:7 (turn 01TURN)" in shown
+    assert json.loads(_run("tree", "busy", "--json"))["running"]["turn_id"] == "01TURN"
+    lease.release()

@@ -9,34 +9,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nexus.api.app import create_app
-from nexus.bootstrap import bootstrap
 from nexus.cli.app import app
 from nexus.db import Database
-from nexus.doorbell import RecordingDoorbell
 from nexus.ledger.enums import QueueMode, SessionOrigin
 from nexus.ledger.records import EventDraft, NewQueueItem, NewSession
-from nexus.settings import Settings, get_settings
-from tests.support import served_app
+from tests.support import serving_cli
 
 runner = CliRunner()
 
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
-    monkeypatch.chdir(tmp_path)
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
-    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
-    try:
-        with served_app(create_app(graph)) as url:
-            monkeypatch.setenv("NEXUS_API_URL", url)
-            monkeypatch.setenv("NEXUS_API_TOKEN", "tok")
-            get_settings.cache_clear()
-            yield database
-    finally:
-        get_settings.cache_clear()
-        database.dispose()
+    with serving_cli(tmp_path, monkeypatch) as graph:
+        yield graph.database
 
 
 def _office(database: Database) -> None:

@@ -11,6 +11,7 @@ from nexus.ledger.records import ContactRecord, EntityRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 from nexus.ledger.repository.identity import (
+    IdentityRepository,
     auto_entity_id,
     contacts,
     entities,
@@ -118,26 +119,12 @@ class EntityRepository:
         ).scalar_one_or_none()
         if current != entity_id:
             raise NotFound(f"{platform}:{sender_id} is not a contact of {entity_id!r}")
-        own = auto_entity_id(platform, sender_id)
-        if own == entity_id:
+        if auto_entity_id(platform, sender_id) == entity_id:
             raise LedgerConflict(
                 f"{platform}:{sender_id} is the contact {entity_id!r} was created for; "
                 "attach it to another entity instead"
             )
-        now = self._clock()
-        self._conn.execute(
-            upsert_insert(self._conn, entities)
-            .values(
-                id=own,
-                type=platform,
-                name=f"{platform}:{sender_id}",
-                tags=[],
-                is_owner=False,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["id"])
-        )
+        own = IdentityRepository(self._conn, self._clock).ensure_own_entity(platform, sender_id)
         self._move(platform, sender_id, own)
         return own
 

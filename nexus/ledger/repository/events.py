@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
@@ -93,28 +93,22 @@ class EventRepository:
         """The newest platform message routed to the session: where it last heard from a
         person, and so where an answer to an internal trigger (a worker's result, a hook)
         goes."""
-        row = self._conn.execute(
-            select(*columns_for(events, EventRecord))
-            .join(queue_items, queue_items.c.event_id == events.c.id)
-            .where(queue_items.c.session_id == session_id)
-            .where(events.c.direction == "inbound")
-            .where(events.c.adapter.in_(list(adapters)))
-            .order_by(events.c.received_at.desc(), events.c.id.desc())
-            .limit(1)
-        ).one_or_none()
-        return None if row is None else to_record(EventRecord, row)
+        return self._latest_routed(session_id, events.c.adapter.in_(list(adapters)))
 
     def latest_routed_for_session(
         self, session_id: str, internal: Collection[str]
     ) -> EventRecord | None:
         """The newest message from outside Nexus (any adapter but the `internal` ones) that
         was routed to the session: the one its access policy last decided on."""
+        return self._latest_routed(session_id, events.c.adapter.not_in(list(internal)))
+
+    def _latest_routed(self, session_id: str, adapter: ColumnElement[bool]) -> EventRecord | None:
         row = self._conn.execute(
             select(*columns_for(events, EventRecord))
             .join(queue_items, queue_items.c.event_id == events.c.id)
             .where(queue_items.c.session_id == session_id)
             .where(events.c.direction == "inbound")
-            .where(events.c.adapter.not_in(list(internal)))
+            .where(adapter)
             .order_by(events.c.received_at.desc(), events.c.id.desc())
             .limit(1)
         ).one_or_none()

@@ -50,20 +50,7 @@ class IdentityRepository:
         ).scalar_one_or_none()
         if seen is not None:
             return str(seen)
-        entity_id = auto_entity_id(platform, sender_id)
-        self._conn.execute(
-            upsert_insert(self._conn, entities)
-            .values(
-                id=entity_id,
-                type=platform,
-                name=f"{platform}:{sender_id}",
-                tags=[],
-                is_owner=False,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["id"])
-        )
+        entity_id = self.ensure_own_entity(platform, sender_id)
         statement = upsert_insert(self._conn, contacts).values(
             id=new_id(),
             platform=platform,
@@ -83,6 +70,26 @@ class IdentityRepository:
             ).returning(contacts.c.id)
         ).scalar_one()
         return str(contact_id)
+
+    def ensure_own_entity(self, platform: str, sender_id: str) -> str:
+        """The entity a (platform, sender) gets on first contact, created if it is missing
+        (its id is derived from the pair, so racing callers converge on one)."""
+        entity_id = auto_entity_id(platform, sender_id)
+        now = self._clock()
+        self._conn.execute(
+            upsert_insert(self._conn, entities)
+            .values(
+                id=entity_id,
+                type=platform,
+                name=f"{platform}:{sender_id}",
+                tags=[],
+                is_owner=False,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
+        return entity_id
 
     def contact_entity(self, platform: str, sender_id: str) -> str | None:
         return self._conn.execute(
