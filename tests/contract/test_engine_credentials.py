@@ -16,7 +16,9 @@ from sqlalchemy import select
 from nexus.adapters.http_tool import http_fetch_tool
 from nexus.adapters.python_tool import RUN_PYTHON
 from nexus.adapters.secrets import EnvironmentSecrets
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ToolSpec
 from nexus.engine.scripted import CallTools, Say
 from nexus.engine.tools import Tool, ToolContext
@@ -226,3 +228,22 @@ def test_a_secret_the_model_repeats_after_a_tool_was_given_it_is_scrubbed_too(
     assert view.tool_calls[1].parameters == {"token": REDACTED}
     assert view.messages[-1].content["text"] == f"Your token is {REDACTED}."
     assert SECRET not in _everything_stored(database)
+
+
+def test_the_deployments_engine_has_the_tools_and_reads_its_secrets_file(
+    database: Database, tmp_path: Path
+) -> None:
+    secrets_file = tmp_path / "secrets.toml"
+    graph = bootstrap(
+        Settings(secrets_file=str(secrets_file)), database=database, doorbell=RecordingDoorbell()
+    )
+    engine = graph.engine  # built before the file exists: nothing is read yet
+    secrets_file.write_text(f'github = "{SECRET}"\n')
+    assert engine.secrets.secret("github") == SECRET
+    assert engine.tools.get("http_fetch") is not None
+    run_python = engine.tools.get("run_python")
+    assert run_python is not None and run_python.sandboxed
+    assert graph.capabilities.resolve(["sandbox", "http"]).tool_names == (
+        "run_python",
+        "http_fetch",
+    )
