@@ -172,6 +172,9 @@ class Nexus:
     @cached_property
     def engine(self) -> Engine:
         """The agent loop, for the session runner (the one writer of turns)."""
+        from nexus.adapters.http_tool import http_fetch_tool
+        from nexus.adapters.python_tool import RUN_PYTHON
+        from nexus.adapters.secrets import EnvironmentSecrets
         from nexus.agents.results import worker_result_hook
         from nexus.agents.tools import AgentTools
         from nexus.outbound.planning import reply_hook
@@ -180,7 +183,7 @@ class Nexus:
         agent_tools = AgentTools(
             self.database, self.doorbell, max_depth=self.settings.max_worker_depth
         )
-        for tool in agent_tools.tools():
+        for tool in (*agent_tools.tools(), http_fetch_tool(), RUN_PYTHON):
             tools.register(tool)
         return Engine(
             database=self.database,
@@ -195,6 +198,7 @@ class Nexus:
             publisher=self.coordination,
             max_tool_iterations=self.settings.max_tool_iterations,
             context_window=self.settings.context_window,
+            secrets=EnvironmentSecrets(self.settings.secrets_file),
             clock=self.clock,
             contexts=ContextCache(
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns

@@ -45,7 +45,23 @@ BUILTIN_CAPABILITIES = (
         ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status"),
     ),
     Capability("research", "Research", "Deep research with scratchpad", "coming_soon"),
-    Capability("sandbox", "Sandbox", "Sandboxed code execution", "coming_soon"),
+    Capability(
+        "sandbox",
+        "Sandbox",
+        "Sandboxed code execution",
+        "available",
+        "You can run short Python programs with run_python (each run starts fresh, with a "
+        "time and memory limit) when computing an answer beats guessing it.",
+        ("run_python",),
+    ),
+    Capability(
+        "http",
+        "HTTP fetch",
+        "Fetch URLs, with the persona's credentials as bearer tokens",
+        "available",
+        "You can GET URLs with http_fetch; name a credential to authenticate with it.",
+        ("http_fetch",),
+    ),
     Capability("file_system", "File system", "File system access tools", "coming_soon"),
 )
 

@@ -15,8 +15,9 @@ from nexus.engine import budget, compaction_policy
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
+from nexus.engine.credentials import NoSecrets, SecretSource
 from nexus.engine.model import ModelPort
-from nexus.engine.permissions import from_persona
+from nexus.engine.permissions import read_permissions
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
@@ -103,6 +104,8 @@ class Engine:
     commit_hooks: tuple[CommitHook, ...] = ()
     # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
     contexts: ContextCache = field(default_factory=ContextCache)
+    # Where a tool's credentials are looked up, at call time (see nexus/engine/credentials.py).
+    secrets: SecretSource = field(default_factory=NoSecrets)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -127,7 +130,10 @@ class Engine:
     def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
         toolbox = Toolbox(
-            self.tools, from_persona(snapshot.persona.permissions), resolved.tool_names
+            self.tools,
+            read_permissions(snapshot.persona.permissions),
+            resolved.tool_names,
+            secrets=self.secrets,
         )
         return toolbox, resolved.prompt_additions
 

@@ -79,6 +79,6 @@ def test_capabilities_apply_in_order_and_unavailable_ones_are_refused() -> None:
     assert resolved.tool_names == ("current_time", "noop")
     assert len(resolved.prompt_additions) == 1 and "current_time" in resolved.prompt_additions[0]
     with pytest.raises(ValueError, match="not available yet"):
-        registry.resolve(["sandbox"])
+        registry.resolve(["file_system"])
     with pytest.raises(ValueError, match="unknown capability"):
         registry.resolve(["telepathy"])
