@@ -8,12 +8,15 @@ from typing import Any
 from sqlalchemy import select
 
 from nexus.db import Database, UnitOfWork
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelPort, ModelUnavailable
 from nexus.engine.scripted import CallTools, Say, ScriptedModel
 from nexus.engine.turn import TurnResult
-from nexus.ledger.enums import CompactionTrigger, MessageRole, TurnStatus, TurnType
+from nexus.ledger.enums import CompactionTrigger, MessageRole, QueueMode, TurnStatus, TurnType
 from nexus.ledger.models import Compaction, table_of
-from nexus.ledger.records import SessionRecord
+from nexus.ledger.records import EventDraft, NewQueueItem, SessionRecord
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.sessions.runner import SessionRunner
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
 from tests.support import FakeClock
 
@@ -233,3 +236,54 @@ def test_an_unreachable_summary_model_still_compacts_with_a_digest(
     assert row["metadata_json"]["fallback"] is True
     assert "ANTHROPIC_API_KEY" in row["metadata_json"]["error"]
     assert row["provider"] is None
+
+
+def test_through_the_session_run_the_next_input_reads_the_summary(
+    database: Database, clock: FakeClock
+) -> None:
+    """Queued inputs, the runner's lease and claims: the asking turn consumes its input, the
+    compaction follows it in the same run, and the next input is answered after both."""
+    rig = build_rig(database, clock)
+    session = rig.session(capabilities=["compaction"])
+    runner = SessionRunner(
+        database=database,
+        engine=rig.engine,
+        coordination=InProcessCoordination(),
+        doorbell=RecordingDoorbell(),
+        clock=clock,
+    )
+    items = []
+    with database.unit_of_work() as uow:
+        for text in ("the folder is blue; compact afterwards", "which colour was it?"):
+            clock.advance(1)
+            event = EventDraft(
+                id=f"api:{text}", adapter="api", platform="api", text=text, occurred_at=clock.now
+            )
+            uow.ledger.events.insert(event)
+            item_id, _ = uow.ledger.queue.enqueue(
+                NewQueueItem(session_id=session.id, event_id=f"api:{text}", mode=QueueMode.QUEUE)
+            )
+            items.append(item_id)
+        uow.commit()
+    rig.model.push(CallTools(((COMPACT, {"instructions": "colours"}),)), Say("Noted."))
+    rig.model.push(Say("Blue."))
+    report = runner.run(session.id)
+
+    assert (report.status, report.turns, report.failed) == ("done", 2, 0)
+    assert [r.purpose for r in rig.model.requests] == ["turn", "turn", "summary", "turn"]
+    assert (
+        rig.model.requests[-1]
+        .messages[0]["content"][0]["text"]
+        .startswith("[Previous conversation summary]")
+    )
+    head = _head(database, session.id)
+    with database.unit_of_work() as uow:
+        chain = uow.ledger.threads.read_ancestry(head or "")
+        consumed = [uow.ledger.queue.get(item_id) for item_id in items]
+    assert [v.turn.turn_type for v in chain] == [
+        TurnType.NORMAL, TurnType.COMPACTION, TurnType.NORMAL,
+    ]  # fmt: skip
+    assert [i.consumed_by_turn_id if i else None for i in consumed] == [
+        chain[0].turn.id,
+        chain[2].turn.id,
+    ]
