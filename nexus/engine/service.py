@@ -128,6 +128,10 @@ class Engine:
     def _model_name(self, persona: AgentRecord) -> str:
         return persona.default_model or self.default_model
 
+    def _summary_model_name(self, persona: AgentRecord) -> str:
+        # A per-persona summary model would be read here (say, from its model config).
+        return self.summary_model or self._model_name(persona)
+
     def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
         toolbox = Toolbox(
@@ -470,7 +474,7 @@ class Engine:
             return CompactionOutcome(status="nothing")
         summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
-        model_name = self.summary_model or self._model_name(snapshot.persona)
+        model_name = self._summary_model_name(snapshot.persona)
         started = self.clock()
         request = summary_request(
             model=model_name, prior=prior, turns=summarized, instructions=instructions
