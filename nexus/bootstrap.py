@@ -189,6 +189,7 @@ class Nexus:
             database=self.database,
             model_for=self.models,
             default_model=self.settings.default_model,
+            summary_model=self.settings.summary_model,
             tools=tools,
             # In the turn's own transaction: a worker's result for its manager, and a reply's
             # deliveries for the platform it answers.

@@ -26,6 +26,8 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("NEXUS_BROKER_URL")
     )
     model: str | None = None
+    # The model that writes compaction summaries (a cheaper one, say); unset: the turn's.
+    summary_model: str | None = None
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
     )

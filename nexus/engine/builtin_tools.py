@@ -1,4 +1,4 @@
-"""Built-in tools (seed 003): `current_time` and `noop`."""
+"""Built-in tools (seed 003): `current_time`, `noop`, and `compact_context` (seed 002)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from nexus.engine.model import ToolSpec
-from nexus.engine.tools import Tool, ToolContext, ToolFailure, ToolRegistry
+from nexus.engine.tools import CompactionAsk, Tool, ToolContext, ToolFailure, ToolRegistry
 
 
 def _current_time(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -26,6 +26,38 @@ def _noop(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     if "note" in arguments:
         answer["note"] = arguments["note"]
     return answer
+
+
+MAX_COMPACTION_INSTRUCTIONS = 2_000  # characters of focus handed to the summariser
+COMPACTION_SCHEDULED = (
+    "Compaction is scheduled: right after this turn ends, the older turns of this "
+    "conversation will be replaced in your context by a summary (nothing is deleted). "
+    "This turn goes on with the full context; finish your answer as usual."
+)
+COMPACTION_ALREADY_SCHEDULED = (
+    "Compaction was already requested in this turn; it runs once, right after the turn ends."
+)
+
+
+def _compact_context(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    """Ask for a compaction after this turn (the engine runs it once the turn is committed:
+    compacting mid-turn would move the session's head under the turn that is running)."""
+    instructions = arguments.get("instructions")
+    if isinstance(instructions, str) and len(instructions) > MAX_COMPACTION_INSTRUCTIONS:
+        raise ToolFailure(
+            f"instructions are {len(instructions)} characters; at most "
+            f"{MAX_COMPACTION_INSTRUCTIONS} are allowed"
+        )
+    asked = context.after_turn.compaction
+    if asked is not None:
+        return {
+            "status": "already_scheduled",
+            "message": COMPACTION_ALREADY_SCHEDULED,
+            "instructions": asked.instructions,
+        }
+    focus = instructions.strip() if isinstance(instructions, str) else ""
+    context.after_turn.compaction = CompactionAsk(focus or None, context.call_id)
+    return {"status": "scheduled", "message": COMPACTION_SCHEDULED, "instructions": focus or None}
 
 
 CURRENT_TIME = Tool(
@@ -49,5 +81,27 @@ NOOP = Tool(
 )
 
 
+COMPACT_CONTEXT = Tool(
+    spec=ToolSpec(
+        name="compact_context",
+        description=(
+            "Compact this conversation: after the current turn ends, older turns are replaced "
+            "in your context by a summary (the history itself is kept). Use it when the "
+            "conversation is long or has moved on to a new subject."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "instructions": {
+                    "type": "string",
+                    "description": "what the summary should keep, e.g. decisions, open tasks",
+                }
+            },
+        },
+    ),
+    run=_compact_context,
+)
+
+
 def builtin_registry() -> ToolRegistry:
-    return ToolRegistry([CURRENT_TIME, NOOP])
+    return ToolRegistry([CURRENT_TIME, NOOP, COMPACT_CONTEXT])

@@ -36,6 +36,15 @@ BUILTIN_CAPABILITIES = (
         ("current_time",),
     ),
     Capability(
+        "compaction",
+        "Compaction",
+        "Tool to compact the session's context on request",
+        "available",
+        "When the conversation grows long or turns to a new subject, you may call "
+        "compact_context; the older turns are summarised once your answer is done.",
+        ("compact_context",),
+    ),
+    Capability(
         "agents",
         "Agents",
         "Dispatch worker agents and message other sessions",

@@ -20,6 +20,22 @@ Effect = Callable[["UnitOfWork", str], None]
 
 
 @dataclass(frozen=True)
+class CompactionAsk:
+    """A tool's request to compact the session once its turn is committed."""
+
+    instructions: str | None
+    call_id: str | None
+
+
+@dataclass
+class AfterTurn:
+    """What a turn's tools asked the engine to do after the turn commits; shared by the
+    turn's calls, so a second ask in the same turn finds the first (one compaction, not two)."""
+
+    compaction: CompactionAsk | None = None
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """Where a tool runs: the session and turn it serves, and the engine's notion of now."""
 
@@ -33,6 +49,7 @@ class ToolContext:
     effects: list[Effect] = field(default_factory=list)  # shared by the turn's calls
     credentials: Secrets = field(default_factory=Secrets)  # this call's secrets, by id
     sandbox: SandboxConfig | None = None  # the persona's limits, for a sandboxed tool
+    after_turn: AfterTurn = field(default_factory=AfterTurn)  # shared by the turn's calls
 
 
 class ToolFailure(Exception):
