@@ -34,6 +34,7 @@ from nexus.engine.summarize import summarize, summary_request
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import Effect, ToolContext, ToolRegistry
 from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     CompactionTrigger,
@@ -106,6 +107,8 @@ class Engine:
     contexts: ContextCache = field(default_factory=ContextCache)
     # Where a tool's credentials are looked up, at call time (see nexus/engine/credentials.py).
     secrets: SecretSource = field(default_factory=NoSecrets)
+    # Layer 1 of the context: AGENTS.md and identity files (none: no workspace layer).
+    workspace: Workspace | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -150,6 +153,8 @@ class Engine:
             max_tokens=self.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
+            session=snapshot.session,
+            workspace=self.workspace.layer() if self.workspace is not None else "",
         )
 
     # -- turns -------------------------------------------------------------------------------
@@ -403,7 +408,7 @@ class Engine:
             return CompactionOutcome(status="nothing")
         assembled = self._assemble(snapshot, ())
         window = assembled.window
-        fixed = budget.estimate_text_tokens(assembled.request.system)
+        fixed = budget.estimate_text_tokens(assembled.request.system_text)
         costs = [
             compaction_policy.TurnCost(
                 turn_id=view.turn.id,
