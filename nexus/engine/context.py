@@ -55,12 +55,23 @@ def system_prompt(
     )
 
 
+# The event line's keys in QueryMessage.context's order. Postgres JSONB does not keep key
+# order, so a replayed message must not follow the stored dict's: the text would differ from
+# what the model was first sent, and every turn would miss the prompt cache.
+_CONTEXT_KEYS = ("source", "time", "platform", "sender")
+
+
+def _context_order(context: dict[str, Any]) -> list[str]:
+    known = [key for key in _CONTEXT_KEYS if key in context]
+    return known + sorted(key for key in context if key not in _CONTEXT_KEYS)
+
+
 def user_blocks(content: dict[str, Any]) -> list[Block]:
     """A stored user message as the model sees it: its event context, then its text."""
     blocks: list[Block] = []
     context = content.get("context")
     if isinstance(context, dict) and context:
-        described = ", ".join(f"{key}: {value}" for key, value in context.items())
+        described = ", ".join(f"{key}: {context[key]}" for key in _context_order(context))
         blocks.append({"type": "text", "text": f"[event] {described}"})
     blocks.append({"type": "text", "text": str(content.get("text", ""))})
     return blocks

@@ -92,7 +92,8 @@ def test_a_two_tool_turn_commits_calls_results_and_summed_usage(
 def _estimate(request: ModelRequest) -> int:
     import json
 
-    return max(1, (len(request.system_text) + sum(len(json.dumps(m)) for m in request.messages)) // 4)
+    said = sum(len(json.dumps(m)) for m in request.messages)
+    return max(1, (len(request.system_text) + said) // 4)
 
 
 def test_a_denied_tool_never_runs_and_the_model_sees_why(
