@@ -42,9 +42,10 @@ def manager_layer(tool_names: Sequence[str]) -> str:
     if "agent_send" in tool_names:
         lines.append(
             "For work that takes many steps or can run in parallel, dispatch a worker with "
-            'agent_send (op "dispatch", text: the whole task, self-contained). Workers share '
-            "your persona and tools; each result comes back to you as a [worker_result] "
-            "message, so reply to the person then."
+            'agent_send (op "dispatch", text: the whole task, self-contained). A worker has '
+            "your persona (identity and permissions) unless you name another (persona); its "
+            "result comes back to you as a [worker_result] message, so reply to the person "
+            "then."
         )
     if "get_agent_status" in tool_names:
         lines.append("get_agent_status shows where a worker stands.")
