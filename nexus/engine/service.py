@@ -154,7 +154,9 @@ class Engine:
             window=self.context_window,
             render=self.contexts.rendered,
             session=snapshot.session,
-            workspace=self.workspace.layer() if self.workspace is not None else "",
+            workspace=(
+                self.workspace.layer(snapshot.persona.name) if self.workspace is not None else ""
+            ),
         )
 
     # -- turns -------------------------------------------------------------------------------

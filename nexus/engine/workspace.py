@@ -60,12 +60,25 @@ def default_directory(configured: str | None) -> Path | None:
     return fallback if fallback.is_dir() else None
 
 
-_Stamp = tuple[tuple[str, int, int], ...]  # (name, mtime_ns, size) of each file present
+PERSONAS_DIR = "personas"  # <workspace>/personas/<persona name>/AGENTS.md, ...
+
+_Stamp = tuple[tuple[str, str, int, int], ...]  # (name, path, mtime_ns, size) per file found
+
+
+def persona_directory(directory: Path, persona: str | None) -> Path | None:
+    """Where a persona's own copies of the files may be: a plain name only (no path)."""
+    if not persona or persona in (".", "..") or "/" in persona or "\\" in persona:
+        return None
+    return directory / PERSONAS_DIR / persona
 
 
 class Workspace:
     """Reads the workspace files when they change: a turn stats them, and reads them only
-    when a file's modification time or size differs from the last read."""
+    when a file's modification time or size differs from the last read.
+
+    A persona may have its own copy of any file in `personas/<name>/`; it replaces the
+    shared one for that persona's sessions (workers included, as they share the persona).
+    """
 
     def __init__(
         self,
@@ -79,57 +92,63 @@ class Workspace:
         self._names = tuple(files)
         self._file_cap = file_cap
         self._total_cap = total_cap
-        self._stamp: _Stamp | None = None
-        self._text = ""
+        self._read_for: dict[str | None, tuple[_Stamp, str]] = {}  # by persona: personas are few
         self.reads = 0  # how many times the files were read (not just stat'ed)
         self._lock = Lock()  # `nexus dev` runs turns on several threads
 
-    def layer(self) -> str:
-        """The workspace layer's text; "" without a directory or files."""
+    def layer(self, persona: str | None = None) -> str:
+        """The workspace layer's text for `persona`; "" without a directory or files."""
         if self.directory is None:
             return ""
-        stamp = self._stat()
+        stamp = self._stat(persona_directory(self.directory, persona))
         with self._lock:
-            if stamp == self._stamp:
-                return self._text
+            known = self._read_for.get(persona)
+            if known is not None and known[0] == stamp:
+                return known[1]
         text = self._read(stamp)
         with self._lock:
-            self._stamp, self._text = stamp, text
+            self._read_for[persona] = (stamp, text)
         return text
 
-    def _stat(self) -> _Stamp:
+    def _stat(self, own: Path | None) -> _Stamp:
         assert self.directory is not None
         found = []
         for name in self._names:
-            try:
-                info = os.stat(self.directory / name)
-            except OSError:
-                continue
-            found.append((name, info.st_mtime_ns, info.st_size))
+            for path in (own / name if own else None, self.directory / name):
+                if path is None:
+                    continue
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                found.append((name, str(path), info.st_mtime_ns, info.st_size))
+                break
         return tuple(found)
 
     def _read(self, stamp: _Stamp) -> str:
-        assert self.directory is not None
         self.reads += 1
-        files = []
-        for name, _, _ in stamp:
+        files, paths = [], {}
+        for name, path, _, _ in stamp:
             try:
-                text = (self.directory / name).read_text(encoding="utf-8", errors="replace")
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
             except OSError as error:
-                log.warning("workspace.file_unreadable", file=name, error=str(error))
+                log.warning("workspace.file_unreadable", file=path, error=str(error))
                 continue
             files.append(WorkspaceFile(name, text))
-        kept = bounded(files, file_cap=self._file_cap, total_cap=self._total_cap)
-        kept_names = {file.name: file for file in kept}
+            paths[name] = path
+        kept = {
+            file.name: file
+            for file in bounded(files, file_cap=self._file_cap, total_cap=self._total_cap)
+        }
         for file in files:
-            shown = kept_names.get(file.name)
+            shown = kept.get(file.name)
             if file.text.strip() and (shown is None or shown.text.endswith(TRUNCATED_NOTE)):
                 log.warning(
                     "workspace.file_truncated",
-                    file=str(self.directory / file.name),
+                    file=paths[file.name],
                     chars=len(file.text),
                     kept=len(shown.text) - len(TRUNCATED_NOTE) if shown else 0,
                     file_cap=self._file_cap,
                     total_cap=self._total_cap,
                 )
-        return render(kept)
+        return render(list(kept.values()))

@@ -113,3 +113,24 @@ def test_a_dispatch_may_name_another_persona_for_its_worker(
     office.model.push(Say("hotels: 95 EUR"))
     office.runner.run(worker.id)
     assert _layers(office.model.requests[-1])[0] == "You are scout.\n\nYou search fast."
+
+
+def test_a_persona_reads_its_own_workspace_copy_and_its_workers_too(
+    database: Database, clock: FakeClock, tmp_path: Path
+) -> None:
+    (tmp_path / "AGENTS.md").write_text("Shared rules.")
+    own = tmp_path / "personas" / "atlas"
+    own.mkdir(parents=True)
+    (own / "AGENTS.md").write_text("Atlas's rules.")
+    office = build_office(database, clock)
+    office.runner.engine.workspace = Workspace(tmp_path)
+    office.model.push(
+        CallTools((("agent_send", {"op": "dispatch", "text": "price the flights"}),)), Say("ok")
+    )
+    ask(office, office.manager.id, "plan the Lisbon trip", "api:trip")
+    office.runner.run(office.manager.id)
+    (worker,) = workers_of(office)
+    office.model.push(Say("320 EUR"))
+    office.runner.run(worker.id)
+    for request in (office.model.requests[0], office.model.requests[-1]):
+        assert _layers(request)[1] == "[Workspace file AGENTS.md]\nAtlas's rules."

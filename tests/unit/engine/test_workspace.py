@@ -66,3 +66,22 @@ def test_the_directory_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert default_directory(None) == tmp_path / "workspace"
     assert default_directory("") is None  # set empty: none, even with ./workspace
     assert default_directory(str(tmp_path / "elsewhere")) == tmp_path / "elsewhere"
+
+
+def test_a_persona_s_own_copy_replaces_the_shared_file(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("shared rules")
+    (tmp_path / "SOUL.md").write_text("shared soul")
+    own = tmp_path / "personas" / "scout"
+    own.mkdir(parents=True)
+    (own / "SOUL.md").write_text("the scout's soul")
+    workspace = Workspace(tmp_path)
+    scout = workspace.layer("scout")
+    assert "shared rules" in scout and "the scout's soul" in scout
+    assert "shared soul" not in scout
+    assert "shared soul" in workspace.layer("atlas")  # no copy of its own
+    assert "shared soul" in workspace.layer(None)
+    workspace.layer("scout")
+    assert workspace.reads == 3  # once per persona, then from memory
+    # A name that is not a plain directory name never leaves the workspace.
+    (tmp_path / "personas" / "SOUL.md").write_text("not a persona's")
+    assert "shared soul" in workspace.layer("..") and "shared soul" in workspace.layer("a/b")
