@@ -18,6 +18,7 @@ from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
+from nexus.engine.workspace import Workspace, default_directory
 from nexus.hooks.evaluator import Invocation
 from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
@@ -204,6 +205,7 @@ class Nexus:
             contexts=ContextCache(
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
             ),
+            workspace=Workspace(default_directory(self.settings.workspace_dir)),
         )
 
     @cached_property

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # Tool credentials by id (docs/engine.md): NEXUS_CREDENTIAL_<ID>, else this JSON, TOML or
     # YAML file of id → secret, read when a tool call needs it (never at start-up).
     secrets_file: str | None = None
+    # Layer 1 of every context: AGENTS.md and identity files from this directory
+    # (docs/engine.md "Context layers"); unset: ./workspace if it exists; "": none.
+    workspace_dir: str | None = None
     policies: str | None = None
     hooks_dir: str = "./hooks"
     # Hook processes (docs/hooks.md): how many each worker process keeps ready, the memory

@@ -35,6 +35,7 @@ from nexus.engine.summarize import Summary, fallback_digest, summarize, summary_
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import AfterTurn, CompactionAsk, Effect, ToolContext, ToolRegistry
 from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     CompactionTrigger,
@@ -110,6 +111,8 @@ class Engine:
     secrets: SecretSource = field(default_factory=NoSecrets)
     # The model that writes compaction summaries (NEXUS_SUMMARY_MODEL); None: the turn's.
     summary_model: str | None = None
+    # Layer 1 of the context: AGENTS.md and identity files (none: no workspace layer).
+    workspace: Workspace | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -158,6 +161,10 @@ class Engine:
             max_tokens=self.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
+            session=snapshot.session,
+            workspace=(
+                self.workspace.layer(snapshot.persona.name) if self.workspace is not None else ""
+            ),
         )
 
     # -- turns -------------------------------------------------------------------------------
@@ -452,7 +459,7 @@ class Engine:
             return CompactionOutcome(status="nothing")
         assembled = self._assemble(snapshot, ())
         window = assembled.window
-        fixed = budget.estimate_text_tokens(assembled.request.system)
+        fixed = budget.estimate_text_tokens(assembled.request.system_text)
         costs = [
             compaction_policy.TurnCost(
                 turn_id=view.turn.id,
