@@ -166,6 +166,8 @@ def _message_event(event_id: str, update: dict[str, Any], message: dict[str, Any
 def _callback_event(event_id: str, update: dict[str, Any]) -> NexusEvent:
     query = update["callback_query"]
     message = query.get("message") if isinstance(query.get("message"), dict) else {}
+    # The keyboard's message tells the forum topic; the answer goes there, like a message's.
+    topic = message.get("message_thread_id") if message.get("is_topic_message") else None
     return NexusEvent(
         id=event_id,
         adapter="telegram",
@@ -173,6 +175,7 @@ def _callback_event(event_id: str, update: dict[str, Any]) -> NexusEvent:
         kind="callback",
         sender=_sender(query.get("from")),
         container=_container(message.get("chat")),
+        platform_thread_id=str(topic) if topic is not None else None,
         text=query.get("data"),
         reply_to=str(message["message_id"]) if "message_id" in message else None,
         occurred_at=unix_ms(message.get("date")),

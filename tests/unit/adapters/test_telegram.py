@@ -208,6 +208,26 @@ def test_callback_query_routes_its_data() -> None:
     assert event.reply_to == "77"
 
 
+def test_a_callback_in_a_forum_topic_is_answered_in_the_topic() -> None:
+    update = {
+        "update_id": 10002,
+        "callback_query": {
+            "id": "4382bfdwdsb323b2e0",
+            "data": "pay",
+            "from": {"id": 1111111, "first_name": "Ann", "is_bot": False},
+            "message": {
+                "message_id": 78,
+                "message_thread_id": 5,
+                "is_topic_message": True,
+                "date": 1441645532,
+                "chat": {"id": -1001234, "type": "supergroup", "is_forum": True},
+            },
+        },
+    }
+    event = _parse(update)
+    assert event.routable and event.text == "pay" and event.platform_thread_id == "5"
+
+
 def test_unknown_update_types_are_recorded_as_unsupported() -> None:
     event = _parse({"update_id": 5, "poll": {"id": "1"}})
     assert event.kind == "unsupported"
