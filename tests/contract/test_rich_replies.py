@@ -16,6 +16,7 @@ from aiosmtpd.controller import Controller
 
 from nexus.access.policy import load_policies
 from nexus.adapters.inbound.base import InboundRequest
+from nexus.adapters.inbound.discord import DiscordAdapter
 from nexus.adapters.inbound.slack import SlackAdapter
 from nexus.adapters.inbound.telegram import TelegramAdapter
 from nexus.db import Database
@@ -352,3 +353,44 @@ def test_a_pressed_telegram_button_is_answered_in_the_same_chat(
     assert routed.session_id == first.session_id
     assert item is not None and item.event_id == pressed.id
     assert stored is not None and stored.text == "later"
+
+
+def test_a_pressed_discord_button_is_answered_through_its_own_interaction(
+    rig: OutboundRig, fake: FakePlatforms
+) -> None:
+    policies = load_policies(None)
+    asked = message(
+        "discord:m1", "discord", "9001", "invoice?", container=Container(kind="group", id="C7"),
+        message_id="555", space="G1",
+    )  # fmt: skip
+    rig.arrive(asked)
+    with rig.database.unit_of_work() as uow:
+        first = process_event(uow, asked.id, policies, rig.doorbell)
+        uow.commit()
+    interaction = {
+        "type": 3, "id": "1234567890123456789", "application_id": "APP", "token": "ctoken",
+        "guild_id": "G1", "channel_id": "C7", "channel": {"id": "C7", "type": 0},
+        "member": {"user": {"id": "9001", "username": "ann"}},
+        "data": {"custom_id": "pay", "component_type": 2}, "message": {"id": "777"},
+    }  # fmt: skip
+    request = InboundRequest("POST", "/v1/inbound/discord", {}, json.dumps(interaction).encode())
+    outcome = DiscordAdapter("00" * 32).parse(request)
+    # Discord wants an answer within 3 s: "thinking…", which the reply then edits.
+    assert outcome.answer is not None and outcome.answer.body == {"type": 5}
+    [pressed] = outcome.events
+    rig.arrive(pressed)
+    with rig.database.unit_of_work() as uow:
+        routed = process_event(uow, pressed.id, policies, rig.doorbell)
+        uow.commit()
+        stored = uow.ledger.events.get(pressed.id)
+    assert routed.session_id == first.session_id
+    assert stored is not None and stored.text == "pay"
+    session = _session(rig, routed.session_label or "", persona="atlas")
+    rig.answer(session, pressed, "Paid.")
+    assert rig.pump() == ["sent"]
+    [answer] = fake.messages
+    assert (answer.kind, answer.path) == (
+        "discord_original",
+        "/webhooks/APP/ctoken/messages/@original",
+    )
+    assert answer.body["content"] == "Paid."

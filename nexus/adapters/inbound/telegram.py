@@ -6,6 +6,7 @@ import hmac
 from typing import Any
 
 from nexus.adapters.inbound.base import (
+    ImmediateAnswer,
     InboundOutcome,
     InboundRequest,
     MalformedRequest,
@@ -72,7 +73,10 @@ class TelegramAdapter:
                     )
                 )
         if isinstance(update.get("callback_query"), dict):
-            return InboundOutcome(events=(_callback_event(event_id, update),))
+            return InboundOutcome(
+                events=(_callback_event(event_id, update),),
+                answer=_callback_answer(update["callback_query"]),
+            )
         kinds = sorted(key for key in update if key != "update_id")
         return InboundOutcome(
             events=(
@@ -161,6 +165,15 @@ def _message_event(event_id: str, update: dict[str, Any], message: dict[str, Any
     if event.text is None and not event.attachments:
         return event.model_copy(update={"kind": "unsupported", "ignore_reason": "no text or media"})
     return event
+
+
+def _callback_answer(query: dict[str, Any]) -> ImmediateAnswer | None:
+    """Stop the button's spinner. Telegram takes a Bot API call as the webhook's answer, so
+    this needs no request of our own (and no token); its result is never known."""
+    query_id = query.get("id")
+    if not isinstance(query_id, str) or not query_id:
+        return None
+    return ImmediateAnswer({"method": "answerCallbackQuery", "callback_query_id": query_id})
 
 
 def _callback_event(event_id: str, update: dict[str, Any]) -> NexusEvent:
