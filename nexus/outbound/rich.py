@@ -130,18 +130,12 @@ def _slack_embed(embed: Embed) -> list[dict[str, Any]]:
     pieces = chunk(f"{head}\n{body}".strip() if head else body, SLACK_SECTION_LIMIT)
     blocks = [_section(piece) for piece in pieces]
     if embed.fields:
-        blocks.append(
-            {
-                "type": "section",
-                "fields": [
-                    {
-                        "type": "mrkdwn",
-                        "text": f"*{_slack_escape(f.name)}*\n{_slack_escape(f.value)}",
-                    }
-                    for f in embed.fields
-                ],
-            }
-        )
+        # On the embed's last section, not a block of their own: a message holds 50 blocks,
+        # and ten embeds with five rows of buttons must fit.
+        blocks[-1]["fields"] = [
+            {"type": "mrkdwn", "text": f"*{_slack_escape(f.name)}*\n{_slack_escape(f.value)}"}
+            for f in embed.fields
+        ]
     if embed.image_url:
         blocks.append(
             {"type": "image", "image_url": embed.image_url, "alt_text": embed.title or "image"}

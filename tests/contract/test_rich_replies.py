@@ -138,14 +138,13 @@ def test_slack_gets_blocks_with_the_text_the_card_and_the_buttons(
     [sent] = fake.of("slack")
     body = sent.body
     assert body["text"] == "Here is *your* invoice." and body["thread_ts"] == "1700000000.000100"
-    assert [b["type"] for b in body["blocks"]] == [
-        "section", "section", "section", "actions", "actions",
-    ]  # fmt: skip
+    assert [b["type"] for b in body["blocks"]] == ["section", "section", "actions", "actions"]
     assert body["blocks"][0]["text"] == {"type": "mrkdwn", "text": "Here is *your* invoice."}
     assert (
         body["blocks"][1]["text"]["text"] == "*<https://example.com/i/42|Invoice 42>*\nDue Friday"
     )
-    assert body["blocks"][3]["elements"] == [
+    assert body["blocks"][1]["fields"] == [{"type": "mrkdwn", "text": "*Total*\n120 EUR"}]
+    assert body["blocks"][2]["elements"] == [
         {"type": "button", "text": {"type": "plain_text", "text": "Pay now"},
          "action_id": "nexus_0_0", "value": "pay"},
         {"type": "button", "text": {"type": "plain_text", "text": "Later"},
@@ -292,7 +291,7 @@ def test_a_pressed_slack_button_comes_back_into_the_same_session_as_its_value(
     _answer_rich(rig, session, asked, "Your invoice.")
     assert rig.pump() == ["sent"]
     [shown] = fake.of("slack")
-    [button] = [b for b in shown.body["blocks"][3]["elements"] if b["value"] == "pay"]
+    [button] = [b for b in shown.body["blocks"][2]["elements"] if b["value"] == "pay"]
     pressed = _slack_press(
         {
             "type": "block_actions",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nexus.engine.rich import RichReply, parse_rich
 from nexus.outbound.rich import (
     fallback_lines,
@@ -65,8 +67,8 @@ def test_slack_gets_the_text_as_sections_then_the_embed_then_a_row_of_buttons() 
                     "type": "mrkdwn",
                     "text": "*<https://example.com/i/42|Invoice &lt;42&gt;>*\nDue *Friday*",
                 },
+                "fields": [{"type": "mrkdwn", "text": "*Total*\n€120"}],
             },
-            {"type": "section", "fields": [{"type": "mrkdwn", "text": "*Total*\n€120"}]},
             {
                 "type": "image",
                 "image_url": "https://example.com/i/42.png",
@@ -161,6 +163,25 @@ def test_text_only_platforms_get_numbered_choices_and_link_lines() -> None:
         assert native_parts(fmt, RICH, expected) == (
             {"rich": RICH.to_json()} if fmt == "webhook" else {}
         )
+
+
+def test_the_largest_form_fits_in_one_slack_message() -> None:
+    # Slack takes at most 50 blocks: ten embeds (one with the longest description, which
+    # takes two sections), each with fields and an image, five rows of buttons, the text.
+    def embed(description: str) -> dict[str, Any]:
+        return {
+            "title": "Title",
+            "description": description,
+            "fields": [{"name": f"n{i}", "value": "v"} for i in range(10)],
+            "image_url": "https://example.com/i.png",
+        }
+
+    embeds = [embed("word " * 819)] + [embed("short")] * 9
+    rows = [[{"label": f"{r}{c}", "value": f"{r}{c}"} for c in range(5)] for r in range(5)]
+    largest = parse_rich({"buttons": rows, "embeds": embeds})
+    blocks = slack_blocks(largest, "word " * 800)
+    assert len(blocks) <= 50
+    assert all(len(b["text"]["text"]) <= 3000 for b in blocks if b["type"] == "section")
 
 
 def test_an_empty_form_adds_nothing() -> None:
