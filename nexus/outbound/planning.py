@@ -126,9 +126,12 @@ def plan_reply(
 def _payload(
     session: SessionRecord, turn_id: str, context: EventRecord, rich: RichReply | None
 ) -> dict[str, Any]:
-    payload: dict[str, Any] = {"turn_id": turn_id, "session": session.label}
-    payload["in_reply_to"] = context.id
-    if rich is not None:
+    payload: dict[str, Any] = {
+        "turn_id": turn_id,
+        "session": session.label,
+        "in_reply_to": context.id,
+    }
+    if rich is not None:  # the form as the model gave it, beside the answer as written
         payload["rich"] = rich.to_json()
     return payload
 
