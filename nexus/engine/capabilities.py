@@ -53,6 +53,16 @@ BUILTIN_CAPABILITIES = (
         "back to you as [worker_result] messages. A worker reports with reply_to_caller.",
         ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status"),
     ),
+    Capability(
+        "rich_replies",
+        "Rich replies",
+        "Buttons and embeds on chat replies",
+        "available",
+        "When the person should pick from a few choices, or a link or card helps, call "
+        "present_options before your final answer: its buttons and embeds go with that "
+        "answer. A pressed button comes back to you as a message holding its value.",
+        ("present_options",),
+    ),
     Capability("research", "Research", "Deep research with scratchpad", "coming_soon"),
     Capability(
         "sandbox",
