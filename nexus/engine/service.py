@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from nexus.db import Database, UnitOfWork
 from nexus.engine import budget, compaction_policy
+from nexus.engine.attachments import AttachmentSource, WithAttachments
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
@@ -103,6 +104,8 @@ class Engine:
     commit_hooks: tuple[CommitHook, ...] = ()
     # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
     contexts: ContextCache = field(default_factory=ContextCache)
+    # Fetches files the model may read but not open by URL itself (they need a token).
+    attachments: AttachmentSource | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -275,7 +278,9 @@ class Engine:
     def _machine(self, snapshot: Snapshot, turn_id: str, effects: list[Effect]) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
-            model=self.model_for(self._model_name(snapshot.persona)),
+            model=WithAttachments(
+                self.model_for(self._model_name(snapshot.persona)), self.attachments
+            ),
             toolbox=toolbox,
             signals=self.signals,
             publisher=self.publisher,
