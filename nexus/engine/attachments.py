@@ -23,9 +23,10 @@ DOCUMENT_TYPES = frozenset({"application/pdf"})
 # Platforms whose recorded URL needs the platform's token: the model cannot open it.
 PRIVATE_URL_PLATFORMS = frozenset({"slack"})
 FETCH = "nexus_attachment_fetch"  # a placeholder block; never sent to a model
-# Fetched per request, newest first: a long conversation full of photos does not download
-# them all again on every turn; older ones are described instead.
-MAX_FETCHED = 4
+# Files shown per request, the newest: a conversation full of photos neither downloads them
+# all again on every turn nor grows its requests without end, and an old URL that expired
+# (Discord's CDN links last about a day) cannot fail every later request.
+MAX_SHOWN = 4
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,22 @@ def _fetched_block(block: Block, source: AttachmentSource | None) -> Block:
     return {"type": shape, "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
-def has_placeholders(messages: Sequence[Mapping[str, Any]]) -> bool:
-    return any(block.get("type") == FETCH for message in messages for block in message["content"])
+def _shown(block: Mapping[str, Any]) -> bool:
+    """A file the model is handed: a placeholder, or an image or PDF by URL."""
+    if block.get("type") == FETCH:
+        return True
+    source = block.get("source")
+    return block.get("type") in ("image", "document") and isinstance(source, dict)
+
+
+def _places(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    return [
+        (m, b)
+        for m, message in enumerate(messages)
+        if message.get("role") == "user"
+        for b, block in enumerate(message["content"])
+        if _shown(block)
+    ]
 
 
 def resolve(
@@ -134,26 +149,23 @@ def resolve(
     source: AttachmentSource | None,
     memo: dict[str, Block] | None = None,
 ) -> tuple[dict[str, Any], ...]:
-    """The messages with every FETCH placeholder replaced: the newest MAX_FETCHED by the
-    file (or a line saying why not), older ones by a note. New lists: the caller's
-    messages (shared with a render cache) are left as they are. `memo` keeps fetched
-    blocks across the model calls of one turn."""
+    """The messages with the newest MAX_SHOWN files kept (a FETCH placeholder replaced by
+    the file, or a line saying why not) and older ones replaced by a note. New lists: the
+    caller's messages (shared with a render cache) are left as they are. `memo` keeps
+    fetched blocks across the model calls of one turn."""
     memo = {} if memo is None else memo
-    places = [
-        (m, b)
-        for m, message in enumerate(messages)
-        for b, block in enumerate(message["content"])
-        if block.get("type") == FETCH
-    ]
-    newest = set(places[-MAX_FETCHED:])
+    places = _places(messages)
+    newest = set(places[-MAX_SHOWN:])
     resolved = [dict(message) for message in messages]
     for m, b in places:
         content = resolved[m]["content"] = list(resolved[m]["content"])
         block = content[b]
         if (m, b) not in newest:
-            note = f"(an earlier {block['as']}: not repeated)"
-            content[b] = {"type": "text", "text": note}
+            shape = block.get("as") or block.get("type")
+            content[b] = {"type": "text", "text": f"(an earlier {shape}: not repeated)"}
             continue
+        if block.get("type") != FETCH:
+            continue  # by URL: the API fetches it
         key = f"{block.get('platform')}:{block['item'].get('file_id') or block['item'].get('url')}"
         if key not in memo:
             memo[key] = _fetched_block(block, source)
@@ -163,8 +175,8 @@ def resolve(
 
 @dataclass
 class WithAttachments:
-    """A model port that fills FETCH placeholders before each call of one turn; the files
-    are fetched once per turn (`memo`), never stored."""
+    """A model port that resolves the files of each request of one turn before the call:
+    they are fetched once per turn (`memo`), never stored."""
 
     inner: ModelPort
     source: AttachmentSource | None
@@ -175,7 +187,7 @@ class WithAttachments:
         self.provider = self.inner.provider
 
     def stream(self, request: ModelRequest) -> Generator[ModelStreamEvent, None, None]:
-        if has_placeholders(request.messages):
+        if _places(request.messages):
             messages = resolve(request.messages, self.source, self.memo)
             request = dataclasses.replace(request, messages=messages)
         yield from self.inner.stream(request)

@@ -8,7 +8,7 @@ from typing import Any
 
 from nexus.engine.attachments import (
     FETCH,
-    MAX_FETCHED,
+    MAX_SHOWN,
     AttachmentUnavailable,
     Fetched,
     resolve,
@@ -87,8 +87,10 @@ def test_images_behind_a_token_and_pdfs_become_placeholders_never_urls() -> None
 
 def test_resolve_fetches_once_per_turn_and_describes_what_it_cannot_fetch() -> None:
     missing = {**PHOTO, "file_id": "gone"}
-    messages = ({"role": "user", "content": _blocks("telegram", "two", PHOTO, missing)},)
-    source, memo = Source({"AgAC": b"\xff\xd8jpeg"}), {}
+    messages: tuple[dict[str, Any], ...] = (
+        {"role": "user", "content": _blocks("telegram", "two", PHOTO, missing)},
+    )
+    source, memo = Source({"AgAC": b"\xff\xd8jpeg"}), dict[str, Any]()
     first = resolve(messages, source, memo)
     again = resolve(messages, source, memo)  # the turn's next model call
     assert first == again and source.asked == [("telegram", "AgAC"), ("telegram", "gone")]
@@ -106,14 +108,21 @@ def test_resolve_fetches_once_per_turn_and_describes_what_it_cannot_fetch() -> N
     assert without[0]["content"][2]["text"] == "(the image is not shown: no way to fetch it here)"
 
 
-def test_only_the_newest_placeholders_are_fetched() -> None:
-    photos = [{**PHOTO, "file_id": f"p{i}"} for i in range(MAX_FETCHED + 2)]
-    messages = tuple(
-        {"role": "user", "content": _blocks("telegram", f"photo {i}", photo)}
-        for i, photo in enumerate(photos)
+def test_only_the_newest_files_are_shown_fetched_or_by_url() -> None:
+    photos = [{**PHOTO, "file_id": f"p{i}"} for i in range(MAX_SHOWN)]
+    messages = (
+        {"role": "user", "content": _blocks("discord", "an old chart", CHART)},
+        {
+            "role": "user",
+            "content": _blocks("telegram", "an old photo", {**PHOTO, "file_id": "old"}),
+        },
+        *({"role": "user", "content": _blocks("telegram", "new", photo)} for photo in photos),
     )
-    source = Source({p["file_id"]: b"jpeg" for p in photos})
+    source = Source({f"p{i}": b"jpeg" for i in range(MAX_SHOWN)})
     resolved = resolve(messages, source)
-    assert [file_id for _, file_id in source.asked] == [p["file_id"] for p in photos[2:]]
+    assert [file_id for _, file_id in source.asked] == [f"p{i}" for i in range(MAX_SHOWN)]
     assert resolved[0]["content"][2] == {"type": "text", "text": "(an earlier image: not repeated)"}
+    assert resolved[1]["content"][2] == {"type": "text", "text": "(an earlier image: not repeated)"}
     assert all(block["type"] != FETCH for m in resolved for block in m["content"])
+    # With nothing newer, the URL stays for the API to fetch.
+    assert resolve(messages[:1], source)[0]["content"][2]["source"]["type"] == "url"
