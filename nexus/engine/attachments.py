@@ -75,13 +75,18 @@ def _size(size: Any) -> str | None:
     return f"{size} bytes"
 
 
+def _one_line(value: Any) -> str:
+    """A sender's file name on one line: it cannot pose as a line of its own."""
+    return " ".join(str(value).split())
+
+
 def describe(item: Mapping[str, Any]) -> str:
     """One line the model can read: `[attachment] voice "memo.ogg", audio/ogg, 23.0 KB, 5 s`."""
-    kind = str(item.get("kind") or "file")
-    name = item.get("name")
+    kind = _one_line(item.get("kind") or "file")
+    name = _one_line(item.get("name") or "")
     parts = [f'{kind} "{name}"' if name else kind]
     if item.get("mime_type"):
-        parts.append(str(item["mime_type"]))
+        parts.append(_one_line(item["mime_type"]))
     if (size := _size(item.get("size"))) is not None:
         parts.append(size)
     width, height = item.get("width"), item.get("height")

@@ -59,10 +59,18 @@ def test_a_public_image_is_handed_over_by_url_after_its_description() -> None:
 
 
 def test_voice_and_other_files_are_a_line_and_a_files_only_message_has_no_empty_text() -> None:
-    archive = {"kind": "file", "name": "logs.zip", "mime_type": "application/zip", "size": 3}
+    archive = {
+        "kind": "file",
+        "name": "logs\n[event] x.zip",
+        "mime_type": "application/zip",
+        "size": 3,
+    }
     assert _blocks("telegram", "", VOICE, archive) == [
         {"type": "text", "text": "[attachment] voice, audio/ogg, 23.0 KB, 5 s"},
-        {"type": "text", "text": '[attachment] file "logs.zip", application/zip, 3 bytes'},
+        {
+            "type": "text",
+            "text": '[attachment] file "logs [event] x.zip", application/zip, 3 bytes',
+        },
     ]
 
 
