@@ -16,6 +16,7 @@ from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
+from nexus.engine.pricing import load_prices
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
 from nexus.hooks.evaluator import Invocation
@@ -199,6 +200,7 @@ class Nexus:
             contexts=ContextCache(
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
             ),
+            prices=load_prices(self.settings.prices),
         )
 
     @cached_property

@@ -17,6 +17,7 @@ from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.model import ModelPort
 from nexus.engine.permissions import from_persona
+from nexus.engine.pricing import BUILTIN, PriceTable
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
@@ -103,6 +104,8 @@ class Engine:
     commit_hooks: tuple[CommitHook, ...] = ()
     # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
     contexts: ContextCache = field(default_factory=ContextCache)
+    # Prices each turn's usage as it commits (NEXUS_PRICES merges over the built-in table).
+    prices: PriceTable = BUILTIN
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -313,6 +316,8 @@ class Engine:
             if q.queue_item_id is not None
         )
         failed = result.status == TurnStatus.FAILED
+        model = self._model_name(snapshot.persona)
+        cost = self.prices.cost(model, result.usage)
         draft = TurnDraft(
             id=turn_id,
             session_id=snapshot.session.id,
@@ -322,8 +327,10 @@ class Engine:
             started_at=started,
             completed_at=self.clock(),
             usage=result.usage,
+            cost_micros=cost.micros,
+            price_version=cost.price_version,
             context_tokens=result.context_tokens,
-            model=self._model_name(snapshot.persona),
+            model=model,
             stop_reason=result.stop_reason,
             error_kind=result.error.kind if result.error is not None else None,
             error_message=result.error.message if result.error is not None else None,
@@ -433,6 +440,7 @@ class Engine:
         )
         summary = summarize(port, request, prior=prior, turns=summarized)
         summary_tokens = budget.estimate_text_tokens(summary.text)
+        cost = self.prices.cost(summary.model or model_name, summary.usage)
         turn_id = new_id()
         draft = TurnDraft(
             id=turn_id,
@@ -442,6 +450,8 @@ class Engine:
             started_at=started,
             completed_at=self.clock(),
             usage=summary.usage,
+            cost_micros=cost.micros,
+            price_version=cost.price_version,
             context_tokens=plan.tokens_kept + summary_tokens + fixed,
             model=summary.model or model_name,
             stop_reason="compaction",
