@@ -44,7 +44,10 @@ class ModelPrice:
         """Input and output prices; the cache prices by Anthropic's multipliers."""
         dollars = Decimal(input)
         return cls(
-            dollars, Decimal(output), dollars * CACHE_WRITE_MULTIPLIER, dollars * CACHE_READ_MULTIPLIER
+            dollars,
+            Decimal(output),
+            dollars * CACHE_WRITE_MULTIPLIER,
+            dollars * CACHE_READ_MULTIPLIER,
         )
 
 
@@ -190,3 +193,8 @@ def _dollars(value: Any, where: str) -> Decimal:
 
 def _kind(value: Any) -> str:
     return type(value).__name__
+
+
+def usd(micros: int) -> str:
+    """Micro-dollars as an exact dollar amount, `"0.015000"`."""
+    return f"{Decimal(micros).scaleb(-6):.6f}"

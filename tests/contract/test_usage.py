@@ -103,7 +103,7 @@ def _tokens(total: UsageSum) -> tuple[int, int, int, int]:
 
 
 def test_totals_per_day_session_and_persona(database: Database) -> None:
-    a, b, c = _ledger(database)
+    a, _, _ = _ledger(database)
     with database.reading() as uow:
         everything = summarize(uow.ledger.usage.groups())
         only_a = summarize(uow.ledger.usage.groups(session_id=a.id))
@@ -141,9 +141,16 @@ def test_usage_of_an_unpriced_model_alone_has_no_cost(database: Database) -> Non
     assert report.totals.unpriced_turns == 1 and report.totals.cost_micros is None
 
 
-def _figures_of_the_ledger(database: Database) -> tuple[list[object], list[object], list[object]]:
+Figures = tuple[
+    list[tuple[str, str, str, int]], list[tuple[str, str, int]], list[tuple[str, str, int]]
+]
+
+
+def _figures_of_the_ledger(database: Database) -> Figures:
     """Tokens, cost and unpriced turns by model and persona, by GROUP BY over the ledger."""
-    source = "FROM turns t JOIN sessions s ON s.id = t.session_id JOIN agents a ON a.id = s.persona_id"
+    source = (
+        "FROM turns t JOIN sessions s ON s.id = t.session_id JOIN agents a ON a.id = s.persona_id"
+    )
     with database.engine.connect() as connection:
         tokens = [
             (str(model), str(persona), kind, int(n))
@@ -179,7 +186,7 @@ def _figures_of_the_ledger(database: Database) -> tuple[list[object], list[objec
     )
 
 
-def _scraped(database: Database) -> tuple[list[object], list[object], list[object]]:
+def _scraped(database: Database) -> Figures:
     with database.unit_of_work() as uow:
         figures = uow.ledger.metrics.figures()
         uow.commit()

@@ -110,14 +110,14 @@ def test_json_overrides_without_a_version_get_one_from_their_content() -> None:
     ],
 )
 def test_a_bad_override_file_is_refused_saying_where(text: str, says: str) -> None:
-    with pytest.raises(PriceTableError, match="^prices.yaml: ") as raised:
+    with pytest.raises(PriceTableError, match=r"^prices\.yaml: ") as raised:
         parse_prices(text, source="prices.yaml")
     assert says in str(raised.value)
 
 
 def test_load_prices_reads_the_file_or_keeps_the_builtin_table(tmp_path: Path) -> None:
     assert load_prices(None) is BUILTIN
-    with pytest.raises(PriceTableError, match="NEXUS_PRICES=.*no such file"):
+    with pytest.raises(PriceTableError, match=r"NEXUS_PRICES=.*no such file"):
         load_prices(str(tmp_path / "missing.yaml"))
     file = tmp_path / "prices.yaml"
     file.write_text("models: {claude-haiku-4: {input: 0.9, output: 4.5}}\n")

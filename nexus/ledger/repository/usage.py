@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import ColumnElement, Connection, case, func, select
 
 from nexus.ledger.models import Session, Turn, table_of
 
@@ -66,7 +67,12 @@ class UsageSum:
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
 
     @property
     def cost_micros(self) -> int | None:
@@ -98,7 +104,7 @@ def summarize(groups: Iterable[UsageGroup]) -> UsageReport:
     )
 
 
-def _sum(column: object) -> object:
+def _sum(column: ColumnElement[Any]) -> ColumnElement[Any]:
     return func.coalesce(func.sum(column), 0)
 
 

@@ -90,18 +90,20 @@ def _seed(bind: sa.Connection) -> None:
     cost yet: those with tokens count as unpriced)."""
     model = "COALESCE(substr(t.model, 1, 64), '')"
     persona = "COALESCE(substr(a.name, 1, 64), '')"
-    source = "FROM turns t JOIN sessions s ON s.id = t.session_id JOIN agents a ON a.id = s.persona_id"
+    source = (
+        "FROM turns t JOIN sessions s ON s.id = t.session_id JOIN agents a ON a.id = s.persona_id"
+    )
     for kind, column in _KINDS:
         bind.execute(
             sa.text(
-                f"INSERT INTO metric_deltas ({_COLUMNS}) "  # noqa: S608 (constants of this file)
+                f"INSERT INTO metric_deltas ({_COLUMNS}) "  # every piece is a constant of this file
                 f"SELECT 'tokens', {model}, {persona}, '{kind}', SUM(t.{column}), 0 {source} "
                 f"WHERE t.{column} > 0 GROUP BY {model}, {persona}"
             )
         )
     bind.execute(
         sa.text(
-            f"INSERT INTO metric_deltas ({_COLUMNS}) "  # noqa: S608
+            f"INSERT INTO metric_deltas ({_COLUMNS}) "
             f"SELECT 'unpriced', {model}, {persona}, '', COUNT(*), 0 {source} "
             f"WHERE t.total_tokens > 0 GROUP BY {model}, {persona}"
         )
@@ -125,8 +127,12 @@ def downgrade() -> None:
     else:
         for suffix in ("insert", "delete"):
             bind.exec_driver_sql(f"DROP TRIGGER IF EXISTS nexus_usage_turns_{suffix}")
-    bind.execute(sa.text("DELETE FROM metric_deltas WHERE family IN ('tokens', 'cost', 'unpriced')"))
-    bind.execute(sa.text("DELETE FROM metric_totals WHERE family IN ('tokens', 'cost', 'unpriced')"))
+    bind.execute(
+        sa.text("DELETE FROM metric_deltas WHERE family IN ('tokens', 'cost', 'unpriced')")
+    )
+    bind.execute(
+        sa.text("DELETE FROM metric_totals WHERE family IN ('tokens', 'cost', 'unpriced')")
+    )
     op.drop_index("ix_turns_started_at", table_name="turns")
     # Plain ALTER TABLE on SQLite too (no batch rebuild), so 0006's triggers on turns stay.
     op.drop_column("turns", "price_version")
