@@ -4,10 +4,12 @@ model is unpriced, never free."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 
 from nexus.db import Database
 from nexus.db.migrate import alembic_config, upgrade
@@ -16,6 +18,7 @@ from nexus.ledger.enums import TurnStatus
 from nexus.ledger.records import SessionRecord, TokenUsage, TurnDraft
 from nexus.ledger.repository import Ledger
 from nexus.ledger.repository.usage import UsageSum, summarize
+from tests.services import create_database, drop_database
 from tests.support import FakeClock, build_chain, compaction_turn, new_session, text_turn
 
 DAY = 86_400_000
@@ -210,26 +213,63 @@ def test_metrics_count_tokens_and_cost_by_model_and_persona(database: Database) 
         assert connection.execute(text("SELECT COUNT(*) FROM metric_deltas")).scalar() == 0
 
 
-def test_a_ledger_that_predates_costs_counts_its_tokens_and_reports_them_unpriced(
-    tmp_path: Path,
+@pytest.fixture(params=["sqlite", "postgres"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database of this test's own, to migrate down and up again."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'nexus.db'}"
+        return
+    url = create_database("nexus_usage")
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+def test_a_ledger_that_predates_costs_is_priced_by_the_migration_as_the_code_prices(
+    fresh_url: str,
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'nexus.db'}"
+    url = fresh_url
     upgrade(url)
     database = Database(url, clock=FakeClock())
+    spent = {
+        SONNET: _usage(i=100, o=10, r=1_000, w=300),
+        HAIKU: _usage(i=1, r=15),  # 2.5 micro-dollars: rounds half-up to 3
+        "claude-opus-4-1-20250805": _usage(i=7, o=3),
+        "claude-3-haiku-20240307": _usage(i=3, o=1, r=7, w=5),
+        "mystery-model": _usage(i=9),
+    }
     try:
         with database.unit_of_work() as uow:
             session = new_session(uow.ledger)
-            Chain(uow.ledger, session).turn(SONNET, _usage(i=100, o=10), JAN_1)
+            chain = Chain(uow.ledger, session)
+            priced = {chain.turn(model, usage, JAN_1): model for model, usage in spent.items()}
             build_chain(uow.ledger, session, 3)  # scripted, 10 input tokens each
             uow.commit()
         database.dispose()
-        command.downgrade(alembic_config(url), "0006")
+        command.downgrade(alembic_config(url), "0006")  # costs gone: a ledger from before
         upgrade(url)
+        with database.engine.connect() as connection:
+            found: dict[str, int | None] = dict(
+                connection.execute(
+                    text("SELECT id, cost_micros FROM turns WHERE id IN :ids").bindparams(
+                        bindparam("ids", expanding=True)
+                    ),
+                    {"ids": list(priced)},
+                ).all()
+            )
+        assert {priced[turn]: cost for turn, cost in found.items()} == {
+            model: BUILTIN.cost(model, usage).micros for model, usage in spent.items()
+        }
+        assert found and BUILTIN.cost(HAIKU, spent[HAIKU]).micros == 3
         tokens, cost, unpriced = _scraped(database)
         assert (tokens, cost, unpriced) == _figures_of_the_ledger(database)
-        assert cost == [] and unpriced == [(SONNET, "atlas", 1), ("scripted", "atlas", 3)]
+        assert unpriced == [("mystery-model", "atlas", 1)]
         with database.reading() as uow:
             report = summarize(uow.ledger.usage.groups())
-        assert report.totals.input_tokens == 130 and report.totals.cost_micros is None
+        assert report.totals.unpriced_models == {"mystery-model"}
+        assert report.totals.cost_micros == sum(
+            BUILTIN.cost(model, usage).micros or 0 for model, usage in spent.items()
+        )
     finally:
         database.dispose()
