@@ -16,7 +16,6 @@ from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.pricing import load_prices
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
 from nexus.hooks.evaluator import Invocation
@@ -28,6 +27,7 @@ from nexus.ingest.drain import EventRouter
 from nexus.ingest.router import ProcessedEvent
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
+from nexus.pricing import load_prices
 from nexus.queueing.coordination import Coordination, InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings

@@ -11,9 +11,9 @@ from pydantic import BaseModel
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError
-from nexus.engine.pricing import usd
 from nexus.ledger.repository.usage import UsageSum as Sum
 from nexus.ledger.repository.usage import summarize
+from nexus.pricing import usd
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"], dependencies=AUTHENTICATED)
 EPOCH = date(1970, 1, 1)

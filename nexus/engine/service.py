@@ -17,7 +17,6 @@ from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.model import ModelPort
 from nexus.engine.permissions import from_persona
-from nexus.engine.pricing import BUILTIN, PriceTable
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
@@ -53,6 +52,7 @@ from nexus.ledger.records import (
     SessionRecord,
     TurnDraft,
 )
+from nexus.pricing import BUILTIN, PriceTable
 
 SUMMARY_RESERVE_RATIO = 0.05  # of the window, kept free for the summary itself
 CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult], None]

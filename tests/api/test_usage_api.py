@@ -14,7 +14,7 @@ from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.pricing import BUILTIN_PRICE_VERSION, parse_prices
+from nexus.pricing import BUILTIN_PRICE_VERSION, parse_prices
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
 from tests.fakes.anthropic_server import FakeAnthropicServer

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from nexus.cli.app import app
 from nexus.db import Database
-from nexus.engine.pricing import BUILTIN
 from nexus.ledger.records import TokenUsage
+from nexus.pricing import BUILTIN
 from tests.support import new_session, serving_cli, text_turn
 
 runner = CliRunner()

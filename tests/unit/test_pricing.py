@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from nexus.engine.pricing import (
+from nexus.ledger.records import TokenUsage
+from nexus.pricing import (
     BUILTIN,
     BUILTIN_PRICE_VERSION,
     PriceTableError,
     load_prices,
     parse_prices,
 )
-from nexus.ledger.records import TokenUsage
 
 
 def _usage(i: int = 0, o: int = 0, r: int = 0, w: int = 0) -> TokenUsage:
@@ -122,3 +122,20 @@ def test_load_prices_reads_the_file_or_keeps_the_builtin_table(tmp_path: Path) -
     file = tmp_path / "prices.yaml"
     file.write_text("models: {claude-haiku-4: {input: 0.9, output: 4.5}}\n")
     assert load_prices(str(file)).cost("claude-haiku-4-5", _usage(o=2)).micros == 9
+
+
+def test_doctor_says_whether_the_prices_load_and_price_the_default_model(tmp_path: Path) -> None:
+    from nexus.doctor import check_prices
+    from nexus.settings import Settings
+
+    assert check_prices(Settings(model="claude-sonnet-4-5")).status == "ok"
+    unknown = check_prices(Settings(model="local-llm"))
+    assert unknown.status == "warn" and "local-llm has no price" in unknown.detail
+    file = tmp_path / "prices.yaml"
+    file.write_text("models: {local-llm: {input: 0.5, output: 1}}\n")
+    assert check_prices(Settings(model="local-llm", prices=str(file))).status == "ok"
+    file.write_text("models: {local-llm: {input: free, output: 1}}\n")
+    broken = check_prices(Settings(model="local-llm", prices=str(file)))
+    assert broken.status == "fail" and "models.local-llm.input: 'free' is not a number" in (
+        broken.detail
+    )

@@ -31,7 +31,7 @@ depends_on: str | Sequence[str] | None = None
 
 _COLUMNS = "family, a, b, c, n, ms"
 BACKFILL_VERSION = "anthropic-2025-11+backfill"
-# nexus/engine/pricing.py's table when this revision was written, in units of 1/10,000 of
+# nexus/pricing.py's table when this revision was written, in units of 1/10,000 of
 # a micro-dollar per token (USD per million tokens x 10,000), so the sums are exact integer
 # arithmetic on both databases: input, output, cache read, cache write.
 _PRICES = {
