@@ -139,3 +139,19 @@ def test_doctor_says_whether_the_prices_load_and_price_the_default_model(tmp_pat
     assert broken.status == "fail" and "models.local-llm.input: 'free' is not a number" in (
         broken.detail
     )
+
+
+def test_a_worker_with_a_bad_price_file_does_not_start(tmp_path: Path) -> None:
+    from nexus.bootstrap import bootstrap_worker
+    from nexus.settings import Settings
+
+    file = tmp_path / "prices.json"
+    file.write_text('{"models": {"local-llm": {"input": 1}}}')
+    with pytest.raises(PriceTableError, match=r"models\.local-llm: missing \['output'\]"):
+        bootstrap_worker(Settings(database_url=f"sqlite:///{tmp_path}/x.db", prices=str(file)))
+    file.write_text('{"models": {"local-llm": {"input": 1, "output": 2}}}')
+    graph = bootstrap_worker(Settings(database_url=f"sqlite:///{tmp_path}/x.db", prices=str(file)))
+    try:
+        assert graph.engine.prices.cost("local-llm-7b", TokenUsage(output_tokens=3)).micros == 6
+    finally:
+        graph.close()
