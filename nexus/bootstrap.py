@@ -18,6 +18,7 @@ from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
+from nexus.engine.workspace import Workspace, default_directory
 from nexus.hooks.evaluator import Invocation
 from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
@@ -34,6 +35,9 @@ from nexus.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
+    from pydantic import SecretStr
+
+    from nexus.adapters.platform_files import PlatformFiles
 
 log = structlog.get_logger(__name__)
 
@@ -173,6 +177,9 @@ class Nexus:
     @cached_property
     def engine(self) -> Engine:
         """The agent loop, for the session runner (the one writer of turns)."""
+        from nexus.adapters.http_tool import http_fetch_tool
+        from nexus.adapters.python_tool import RUN_PYTHON
+        from nexus.adapters.secrets import EnvironmentSecrets
         from nexus.agents.results import worker_result_hook
         from nexus.agents.tools import AgentTools
         from nexus.outbound.planning import reply_hook
@@ -181,12 +188,13 @@ class Nexus:
         agent_tools = AgentTools(
             self.database, self.doorbell, max_depth=self.settings.max_worker_depth
         )
-        for tool in agent_tools.tools():
+        for tool in (*agent_tools.tools(), http_fetch_tool(), RUN_PYTHON):
             tools.register(tool)
         return Engine(
             database=self.database,
             model_for=self.models,
             default_model=self.settings.default_model,
+            summary_model=self.settings.summary_model,
             tools=tools,
             # In the turn's own transaction: a worker's result for its manager, and a reply's
             # deliveries for the platform it answers.
@@ -196,11 +204,34 @@ class Nexus:
             publisher=self.coordination,
             max_tool_iterations=self.settings.max_tool_iterations,
             context_window=self.settings.context_window,
+            secrets=EnvironmentSecrets(self.settings.secrets_file),
             clock=self.clock,
             contexts=ContextCache(
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
             ),
             prices=self.prices,
+            workspace=Workspace(default_directory(self.settings.workspace_dir)),
+            attachments=self.platform_files,
+        )
+
+    @cached_property
+    def platform_files(self) -> PlatformFiles:
+        """Where the engine fetches inbound files that need a platform's token to open."""
+        from nexus.adapters.platform_files import PlatformFiles
+
+        settings = self.settings
+
+        def secret(value: SecretStr | None) -> str | None:
+            return value.get_secret_value() if value is not None else None
+
+        return PlatformFiles(
+            max_bytes=settings.attachment_max_bytes,
+            timeout_s=settings.attachment_fetch_timeout_seconds,
+            telegram_token=secret(settings.telegram_bot_token),
+            telegram_api_base=settings.telegram_api_base,
+            slack_token=secret(settings.slack_bot_token),
+            whatsapp_token=secret(settings.whatsapp_access_token),
+            whatsapp_api_base=settings.whatsapp_api_base,
         )
 
     @cached_property
@@ -307,6 +338,8 @@ class Nexus:
         self.database.dispose()
         if "hook_pool" in self.__dict__:
             self.hook_pool.close()
+        if "platform_files" in self.__dict__:
+            self.platform_files.close()
 
 
 def bootstrap(

@@ -26,6 +26,8 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("NEXUS_BROKER_URL")
     )
     model: str | None = None
+    # The model that writes compaction summaries (a cheaper one, say); unset: the turn's.
+    summary_model: str | None = None
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
     )
@@ -47,6 +49,12 @@ class Settings(BaseSettings):
     # A YAML or JSON file of model prices merged over the built-in table (docs/engine.md,
     # "Cost and usage"); unset: the built-in Anthropic prices.
     prices: str | None = None
+    # Tool credentials by id (docs/engine.md): NEXUS_CREDENTIAL_<ID>, else this JSON, TOML or
+    # YAML file of id → secret, read when a tool call needs it (never at start-up).
+    secrets_file: str | None = None
+    # Layer 1 of every context: AGENTS.md and identity files from this directory
+    # (docs/engine.md "Context layers"); unset: ./workspace if it exists; "": none.
+    workspace_dir: str | None = None
     policies: str | None = None
     hooks_dir: str = "./hooks"
     # Hook processes (docs/hooks.md): how many each worker process keeps ready, the memory
@@ -98,6 +106,11 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_starttls: bool = True
     email_from: str | None = None
+    # Inbound images and PDFs the model reads but cannot open by URL (Telegram, Slack,
+    # WhatsApp Cloud) are fetched at turn time with the tokens above: at most this many
+    # bytes (the Messages API takes images up to 5 MB), within this many seconds.
+    attachment_max_bytes: int = Field(default=5_000_000, ge=1024)
+    attachment_fetch_timeout_seconds: float = Field(default=10.0, gt=0)
 
     # Delivery: attempts per chunk, and how long a send may take before another worker
     # looks at it again.

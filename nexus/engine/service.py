@@ -7,16 +7,19 @@ and the epoch — so a slow model never holds a row lock, and a stale run is fen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nexus.db import Database, UnitOfWork
 from nexus.engine import budget, compaction_policy
+from nexus.engine.attachments import AttachmentSource, WithAttachments
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.model import ModelPort
-from nexus.engine.permissions import from_persona
+from nexus.engine.credentials import NoSecrets, SecretSource
+from nexus.engine.model import ModelPort, ModelUnavailable
+from nexus.engine.permissions import read_permissions
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
@@ -29,10 +32,11 @@ from nexus.engine.stream import (
     committed,
     worker_name,
 )
-from nexus.engine.summarize import summarize, summary_request
+from nexus.engine.summarize import Summary, fallback_digest, summarize, summary_request
 from nexus.engine.toolbox import Toolbox
-from nexus.engine.tools import Effect, ToolContext, ToolRegistry
+from nexus.engine.tools import AfterTurn, CompactionAsk, Effect, ToolContext, ToolRegistry
 from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     CompactionTrigger,
@@ -50,6 +54,7 @@ from nexus.ledger.records import (
     ContextRead,
     MessageDraft,
     SessionRecord,
+    TokenUsage,
     TurnDraft,
 )
 from nexus.pricing import BUILTIN, PriceTable
@@ -106,6 +111,14 @@ class Engine:
     contexts: ContextCache = field(default_factory=ContextCache)
     # Prices each turn's usage as it commits (NEXUS_PRICES merges over the built-in table).
     prices: PriceTable = BUILTIN
+    # Where a tool's credentials are looked up, at call time (see nexus/engine/credentials.py).
+    secrets: SecretSource = field(default_factory=NoSecrets)
+    # The model that writes compaction summaries (NEXUS_SUMMARY_MODEL); None: the turn's.
+    summary_model: str | None = None
+    # Layer 1 of the context: AGENTS.md and identity files (none: no workspace layer).
+    workspace: Workspace | None = None
+    # Fetches files the model may read but not open by URL itself (they need a token).
+    attachments: AttachmentSource | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -127,10 +140,17 @@ class Engine:
     def _model_name(self, persona: AgentRecord) -> str:
         return persona.default_model or self.default_model
 
+    def _summary_model_name(self, persona: AgentRecord) -> str:
+        # A per-persona summary model would be read here (say, from its model config).
+        return self.summary_model or self._model_name(persona)
+
     def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
         toolbox = Toolbox(
-            self.tools, from_persona(snapshot.persona.permissions), resolved.tool_names
+            self.tools,
+            read_permissions(snapshot.persona.permissions),
+            resolved.tool_names,
+            secrets=self.secrets,
         )
         return toolbox, resolved.prompt_additions
 
@@ -147,6 +167,10 @@ class Engine:
             max_tokens=self.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
+            session=snapshot.session,
+            workspace=(
+                self.workspace.layer(snapshot.persona.name) if self.workspace is not None else ""
+            ),
         )
 
     # -- turns -------------------------------------------------------------------------------
@@ -243,7 +267,10 @@ class Engine:
             assembled = self._assemble(snapshot, queries)
         started = self.clock()
         effects: list[Effect] = []
-        result = self._machine(snapshot, turn_id, effects).run(assembled.request, tuple(queries))
+        after = AfterTurn()
+        result = self._machine(snapshot, turn_id, effects, after).run(
+            assembled.request, tuple(queries)
+        )
         if result.overflowed and not result.ran_tools:
             # The model says the context is too long after all: compact hard and retry once.
             done = self._compact_snapshot(
@@ -258,7 +285,8 @@ class Engine:
             snapshot = self.snapshot(session_id)
             assembled = self._assemble(snapshot, queries)
             effects.clear()
-            result = self._machine(snapshot, turn_id, effects).run(
+            after = AfterTurn()
+            result = self._machine(snapshot, turn_id, effects, after).run(
                 assembled.request, tuple(queries)
             )
         status = self._commit(
@@ -273,12 +301,49 @@ class Engine:
             effects=effects,
             announce=announce,
         )
+        asked = after.compaction
+        if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
+            compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, announce))
         return TurnOutcome(status, turn_id, result, tuple(compactions))
 
-    def _machine(self, snapshot: Snapshot, turn_id: str, effects: list[Effect]) -> TurnMachine:
+    def _compact_asked(
+        self,
+        session_id: str,
+        turn_id: str,
+        asked: CompactionAsk,
+        epoch: int,
+        announce: list[StreamEvent],
+    ) -> CompactionOutcome:
+        """The compaction `compact_context` asked for, now that its turn is on the chain.
+
+        Under the turn's epoch and in the same run, so the session still has one writer and
+        a newer run fences it like any commit. Trigger `manual` (seed 002: a tool or the
+        slash command); the turn's own events go out first, so watchers see them in order."""
+        self.publisher.publish_many(announce)
+        announce.clear()
+        return self._compact_snapshot(
+            self.snapshot(session_id),
+            epoch=epoch,
+            trigger=CompactionTrigger.MANUAL,
+            target_ratio=compaction_policy.PROACTIVE_TARGET,
+            instructions=asked.instructions,
+            metadata={
+                "requested_by": {
+                    "tool": "compact_context",
+                    "turn_id": turn_id,
+                    "tool_call_id": asked.call_id,
+                }
+            },
+        )
+
+    def _machine(
+        self, snapshot: Snapshot, turn_id: str, effects: list[Effect], after: AfterTurn
+    ) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
-            model=self.model_for(self._model_name(snapshot.persona)),
+            model=WithAttachments(
+                self.model_for(self._model_name(snapshot.persona)), self.attachments
+            ),
             toolbox=toolbox,
             signals=self.signals,
             publisher=self.publisher,
@@ -290,6 +355,7 @@ class Engine:
                 persona_id=snapshot.persona.id,
                 now_ms=self.clock(),
                 effects=effects,
+                after_turn=after,
             ),
             max_tool_iterations=self.max_tool_iterations,
         )
@@ -398,13 +464,14 @@ class Engine:
         target_ratio: float,
         instructions: str | None = None,
         consumed: Sequence[ConsumedItem] = (),
+        metadata: Mapping[str, Any] | None = None,
     ) -> CompactionOutcome:
         context = snapshot.context
         if context.head is None or not context.turns:
             return CompactionOutcome(status="nothing")
         assembled = self._assemble(snapshot, ())
         window = assembled.window
-        fixed = budget.estimate_text_tokens(assembled.request.system)
+        fixed = budget.estimate_text_tokens(assembled.request.system_text)
         costs = [
             compaction_policy.TurnCost(
                 turn_id=view.turn.id,
@@ -432,13 +499,22 @@ class Engine:
             return CompactionOutcome(status="nothing")
         summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
-        model_name = self._model_name(snapshot.persona)
-        port = self.model_for(model_name)
+        model_name = self._summary_model_name(snapshot.persona)
         started = self.clock()
         request = summary_request(
             model=model_name, prior=prior, turns=summarized, instructions=instructions
         )
-        summary = summarize(port, request, prior=prior, turns=summarized)
+        try:
+            port = self.model_for(model_name)
+        except ModelUnavailable as error:
+            # Say, NEXUS_SUMMARY_MODEL names a model with no key here: the digest still
+            # compacts, rather than wedge the session.
+            provider = None
+            digest = fallback_digest(prior, summarized)
+            summary = Summary(digest, TokenUsage(), None, True, str(error))
+        else:
+            provider = port.provider
+            summary = summarize(port, request, prior=prior, turns=summarized)
         summary_tokens = budget.estimate_text_tokens(summary.text)
         cost = self.prices.cost(summary.model or model_name, summary.usage)
         turn_id = new_id()
@@ -464,7 +540,7 @@ class Engine:
                 turns_summarized=len(plan.summarized),
                 trigger=trigger,
                 model=summary.model or model_name,
-                provider=port.provider,
+                provider=provider,
                 tokens_before=plan.tokens_before + fixed,
                 tokens_after=plan.tokens_kept + summary_tokens + fixed,
                 summary_tokens=summary_tokens,
@@ -477,6 +553,7 @@ class Engine:
                     "error": summary.error,
                     "kept_turns": len(plan.kept),
                     "window": window,
+                    **(metadata or {}),
                 },
             ),
         )

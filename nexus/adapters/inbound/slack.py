@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from nexus.adapters.inbound.attachments import attachment, capped, kind_of
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -152,26 +153,32 @@ def _sender(said: dict[str, Any]) -> Author | None:
     return Author(id=user, display_name=name or None, is_bot=_is_bot(said))
 
 
-def _attachment_kind(mime_type: Any) -> str:
-    major = mime_type.split("/", 1)[0] if isinstance(mime_type, str) else ""
-    return major if major in ("image", "audio", "video") else "file"
-
-
 def _files(said: dict[str, Any]) -> tuple[Attachment, ...]:
     files = said.get("files")
     if not isinstance(files, list):
         return ()
-    return tuple(
-        Attachment(
-            kind=_attachment_kind(f.get("mimetype")),
-            ref=f.get("url_private") or f.get("id"),
+    # url_private needs the bot token to fetch; the id is what files.info takes.
+    return capped(
+        attachment(
+            kind_of(f.get("mimetype")),
+            file_id=f.get("id"),
+            url=f.get("url_private"),
             name=f.get("name"),
             mime_type=f.get("mimetype"),
             size=f.get("size"),
+            width=f.get("original_w"),
+            height=f.get("original_h"),
+            duration=_seconds(f.get("duration_ms")),
         )
         for f in files
         if isinstance(f, dict)
     )
+
+
+def _seconds(ms: Any) -> int | None:
+    if isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0:
+        return round(ms / 1000)
+    return None
 
 
 def _event(event_id: str, payload: dict[str, Any], event: dict[str, Any]) -> NexusEvent:
@@ -280,7 +287,7 @@ def _interaction(encoded: str, body: bytes, occurred_at: int) -> NexusEvent:
     trigger = payload.get("trigger_id")
     provider_id = trigger if isinstance(trigger, str) and trigger else _digest(body)
     user = _obj(payload.get("user")).get("id")
-    return NexusEvent(
+    event = NexusEvent(
         id=bounded_id("slack:interaction:", provider_id),
         adapter="slack",
         platform="slack",
@@ -293,6 +300,30 @@ def _interaction(encoded: str, body: bytes, occurred_at: int) -> NexusEvent:
         occurred_at=occurred_at,
         raw=payload,
         ignore_reason=f"interactive payload {payload.get('type')} is not handled",
+    )
+    return _button_press(event, payload) if payload.get("type") == "block_actions" else event
+
+
+def _button_press(event: NexusEvent, payload: dict[str, Any]) -> NexusEvent:
+    """A pressed button is the person saying its value, in the thread its message was in.
+    Slack posts a link button's click here too; it has no value and is only recorded."""
+    actions = payload.get("actions")
+    pressed = _obj(actions[0]) if isinstance(actions, list) and actions else {}
+    value = pressed.get("value")
+    if not isinstance(value, str) or not value:
+        return event.model_copy(update={"ignore_reason": "a button press without a value"})
+    container, message = _obj(payload.get("container")), _obj(payload.get("message"))
+    thread = container.get("thread_ts") or message.get("thread_ts")
+    answered = container.get("message_ts") or message.get("ts")
+    return event.model_copy(
+        update={
+            "kind": "callback",
+            "ignore_reason": None,
+            "text": value,
+            "container": event.container or _container(container.get("channel_id"), None),
+            "platform_thread_id": str(thread) if thread else None,
+            "reply_to": str(answered) if answered else None,
+        }
     )
 
 
