@@ -28,6 +28,7 @@ from nexus.ingest.drain import EventRouter
 from nexus.ingest.router import ProcessedEvent
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
+from nexus.pricing import PriceTable, load_prices
 from nexus.queueing.coordination import Coordination, InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
@@ -208,6 +209,7 @@ class Nexus:
             contexts=ContextCache(
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
             ),
+            prices=self.prices,
             workspace=Workspace(default_directory(self.settings.workspace_dir)),
             attachments=self.platform_files,
         )
@@ -231,6 +233,11 @@ class Nexus:
             whatsapp_token=secret(settings.whatsapp_access_token),
             whatsapp_api_base=settings.whatsapp_api_base,
         )
+
+    @cached_property
+    def prices(self) -> PriceTable:
+        """The built-in prices, with NEXUS_PRICES merged over them."""
+        return load_prices(self.settings.prices)
 
     @cached_property
     def session_runner(self) -> SessionRunner:
@@ -362,5 +369,8 @@ def bootstrap_worker(settings: Settings, *, celery: Celery | None = None) -> Nex
     fork, around the app it runs) or `nexus dev`'s embedded worker. The app's tasks find
     it as `app.nexus`."""
     graph = Nexus(settings, consumes_broker=True, celery=celery)
+    # Read now, not at the first turn: a bad price file stops the worker as it starts,
+    # saying which entry is wrong, rather than failing every turn it would price.
+    graph.prices  # noqa: B018
     graph.celery.nexus = graph
     return graph

@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 
 from nexus.db.engine import DatabaseDriverMissing, build_engine
 from nexus.db.migrate import current_revision, head_revision
+from nexus.pricing import PriceTableError, load_prices
 from nexus.settings import SCRIPTED_MODEL, Settings
 
 Status = Literal["ok", "warn", "fail"]
@@ -124,10 +125,31 @@ def check_model(settings: Settings) -> Check:
     return Check("model", "ok", f"{model} via the Anthropic API")
 
 
+def check_prices(settings: Settings) -> Check:
+    """The price table loads, and prices the default model (else its cost is unknown)."""
+    try:
+        table = load_prices(settings.prices)
+    except PriceTableError as error:
+        return Check(
+            "prices", "fail", str(error), "fix the file, or unset NEXUS_PRICES for the built-in"
+        )
+    source = f"NEXUS_PRICES={settings.prices}" if settings.prices else "built-in prices"
+    model = settings.default_model
+    if table.price_of(model) is None:
+        return Check(
+            "prices",
+            "warn",
+            f"{model} has no price in the {source} ({table.version}): its usage is unpriced",
+            "give it a price in a NEXUS_PRICES file",
+        )
+    return Check("prices", "ok", f"{source} ({table.version}) price {model}")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     return [
         *check_database(settings),
         check_redis(settings),
         check_broker(settings),
         check_model(settings),
+        check_prices(settings),
     ]

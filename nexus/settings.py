@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     max_worker_depth: int = Field(default=3, ge=0)
     # Cap the context below the model's window (cost control); unset: the model's window.
     context_window: int | None = Field(default=None, ge=1000)
+    # A YAML or JSON file of model prices merged over the built-in table (docs/engine.md,
+    # "Cost and usage"); unset: the built-in Anthropic prices.
+    prices: str | None = None
     # Tool credentials by id (docs/engine.md): NEXUS_CREDENTIAL_<ID>, else this JSON, TOML or
     # YAML file of id → secret, read when a tool call needs it (never at start-up).
     secrets_file: str | None = None

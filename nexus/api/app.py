@@ -22,6 +22,7 @@ from nexus.api import (
     session_detail,
     sessions,
     turns,
+    usage,
     workers,
 )
 from nexus.api.auth import TokenCheck
@@ -98,6 +99,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         session_detail,
         agents,
         turns,
+        usage,
         routing,
         hooks,
         operations,

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from nexus.api.deps import ApiState, DatabaseDep, SettingsDep, api_state
 from nexus.api.errors import ApiError
 from nexus.db import Database
+from nexus.ledger.repository.metrics import LedgerFigures
 
 router = APIRouter(tags=["operations"])
 
@@ -121,6 +122,33 @@ class LedgerCollector(Collector):
         for platform, reason, count in figures.delivery_failures:
             failed.add_metric([platform, reason], count)
         yield failed
+        yield from _usage(figures)
+
+
+def _usage(figures: LedgerFigures) -> Iterator[Any]:
+    """Model usage: tokens by kind, and cost as priced when each turn committed."""
+    tokens = CounterMetricFamily(
+        "nexus_model_tokens", "Model tokens used by turns and compactions, by model, persona "
+        "and kind (input, output, cache_read, cache_write).", labels=["model", "persona", "kind"],
+    )  # fmt: skip
+    for model, persona, kind, count in figures.tokens:
+        tokens.add_metric([model, persona, kind], count)
+    yield tokens
+    cost = CounterMetricFamily(
+        "nexus_model_cost_usd", "What the model usage cost (USD, as priced when each turn "
+        "committed), by model and persona; unpriced turns are not in it.",
+        labels=["model", "persona"],
+    )  # fmt: skip
+    for model, persona, micros in figures.cost_micros:
+        cost.add_metric([model, persona], micros / 1_000_000)
+    yield cost
+    unpriced = CounterMetricFamily(
+        "nexus_model_unpriced_turns", "Turns with tokens but no price (a model the price table "
+        "does not know), by model and persona.", labels=["model", "persona"],
+    )  # fmt: skip
+    for model, persona, count in figures.unpriced_turns:
+        unpriced.add_metric([model, persona], count)
+    yield unpriced
 
 
 async def scraper(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> None:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
-from nexus.cli import people, settings_cmds
+from nexus.cli import people, settings_cmds, usage
 from nexus.cli import workers as worker_cmds
 from nexus.settings import Settings, get_settings
 
@@ -175,6 +175,8 @@ app.command("archive")(settings_cmds.archive)
 app.command("unarchive")(settings_cmds.unarchive)
 # A manager's workers (nexus/cli/workers.py): `workers SESSION [--cancel WORKER]`.
 app.command("workers")(worker_cmds.workers)
+# Tokens and cost (nexus/cli/usage.py): `usage [--session S] [--persona P] [--since DATE]`.
+app.command("usage")(usage.usage)
 
 
 @app.command("turn")

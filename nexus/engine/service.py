@@ -57,6 +57,7 @@ from nexus.ledger.records import (
     TokenUsage,
     TurnDraft,
 )
+from nexus.pricing import BUILTIN, PriceTable
 
 SUMMARY_RESERVE_RATIO = 0.05  # of the window, kept free for the summary itself
 CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult], None]
@@ -108,6 +109,8 @@ class Engine:
     commit_hooks: tuple[CommitHook, ...] = ()
     # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
     contexts: ContextCache = field(default_factory=ContextCache)
+    # Prices each turn's usage as it commits (NEXUS_PRICES merges over the built-in table).
+    prices: PriceTable = BUILTIN
     # Where a tool's credentials are looked up, at call time (see nexus/engine/credentials.py).
     secrets: SecretSource = field(default_factory=NoSecrets)
     # The model that writes compaction summaries (NEXUS_SUMMARY_MODEL); None: the turn's.
@@ -379,6 +382,8 @@ class Engine:
             if q.queue_item_id is not None
         )
         failed = result.status == TurnStatus.FAILED
+        model = self._model_name(snapshot.persona)
+        cost = self.prices.cost(model, result.usage)
         draft = TurnDraft(
             id=turn_id,
             session_id=snapshot.session.id,
@@ -388,8 +393,10 @@ class Engine:
             started_at=started,
             completed_at=self.clock(),
             usage=result.usage,
+            cost_micros=cost.micros,
+            price_version=cost.price_version,
             context_tokens=result.context_tokens,
-            model=self._model_name(snapshot.persona),
+            model=model,
             stop_reason=result.stop_reason,
             error_kind=result.error.kind if result.error is not None else None,
             error_message=result.error.message if result.error is not None else None,
@@ -509,6 +516,7 @@ class Engine:
             provider = port.provider
             summary = summarize(port, request, prior=prior, turns=summarized)
         summary_tokens = budget.estimate_text_tokens(summary.text)
+        cost = self.prices.cost(summary.model or model_name, summary.usage)
         turn_id = new_id()
         draft = TurnDraft(
             id=turn_id,
@@ -518,6 +526,8 @@ class Engine:
             started_at=started,
             completed_at=self.clock(),
             usage=summary.usage,
+            cost_micros=cost.micros,
+            price_version=cost.price_version,
             context_tokens=plan.tokens_kept + summary_tokens + fixed,
             model=summary.model or model_name,
             stop_reason="compaction",

@@ -193,6 +193,10 @@ class TurnDraft(Record):
     started_at: int
     completed_at: int | None = None
     usage: TokenUsage = TokenUsage()
+    # What `usage` cost when the turn ran (micro-dollars; None: its model had no price) and
+    # the price table that said so: history keeps the price it was charged.
+    cost_micros: int | None = Field(default=None, ge=0)
+    price_version: str | None = Field(default=None, max_length=64)
     context_tokens: int | None = None
     model: str | None = None
     stop_reason: str | None = None

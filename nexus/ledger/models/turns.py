@@ -29,6 +29,8 @@ class Turn(Base):
         one_of("turn_type", TurnType),
         Index("ix_turns_session_id_started_at", "session_id", "started_at"),
         Index("ix_turns_parent_turn_id", "parent_turn_id"),
+        # Usage by day since a date (GET /v1/usage) without a session to narrow it.
+        Index("ix_turns_started_at", "started_at"),
         # A session's chain is linear: one chain child per parent, one root, per session.
         # Forks live in other sessions, so the global tree may still branch anywhere.
         Index(
@@ -64,6 +66,10 @@ class Turn(Base):
     total_tokens: Mapped[int | None] = mapped_column(Integer)
     # The context's size right after this turn (last model call's input + output), exact.
     context_tokens: Mapped[int | None] = mapped_column(Integer)
+    # Priced when committed (migration 0011): micro-dollars, None for a model with no price,
+    # and the price table's version, so a later price change never rewrites history.
+    cost_micros: Mapped[int | None] = mapped_column(BigInteger)
+    price_version: Mapped[str | None] = mapped_column(String(64))
     model: Mapped[str | None] = mapped_column(String(255))
     stop_reason: Mapped[str | None] = mapped_column(String(64))
     error_kind: Mapped[str | None] = mapped_column(String(32))

@@ -29,6 +29,7 @@ from nexus.ledger.repository.snapshots import SnapshotRepository
 from nexus.ledger.repository.threads import ThreadRepository
 from nexus.ledger.repository.timer import TimerRepository
 from nexus.ledger.repository.turns import TurnRepository
+from nexus.ledger.repository.usage import UsageRepository
 from nexus.ledger.repository.workers import WorkerRepository
 
 
@@ -98,6 +99,10 @@ class Ledger:
     @cached_property
     def metrics(self) -> MetricsRepository:
         return MetricsRepository(self.connection)
+
+    @cached_property
+    def usage(self) -> UsageRepository:
+        return UsageRepository(self.connection)
 
     @cached_property
     def workers(self) -> WorkerRepository:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, delete, select
 
@@ -38,6 +38,10 @@ class LedgerFigures:
     turn_latency_count: int
     deliveries: list[tuple[str, str, int]]  # platform, status, count
     delivery_failures: list[tuple[str, str, int]]  # platform, reason, count
+    # Model usage (migration 0011): tokens by kind, cost priced at commit, unpriced turns.
+    tokens: list[tuple[str, str, str, int]] = field(default_factory=list)  # model, persona, kind
+    cost_micros: list[tuple[str, str, int]] = field(default_factory=list)  # model, persona
+    unpriced_turns: list[tuple[str, str, int]] = field(default_factory=list)  # model, persona
 
 
 def bucket_of(took_ms: float, bounds_s: Sequence[float]) -> str:
@@ -139,4 +143,7 @@ def _figures(
         turn_latency_count=sum(n for _, _, _, n, _ in by["turn_latency"]),
         deliveries=[(p, s, n) for (p, s), n in sorted(delivered.items())],
         delivery_failures=[(p, r, n) for (p, r), n in sorted(failures.items())],
+        tokens=sorted((model, persona, kind, n) for model, persona, kind, n, _ in by["tokens"]),
+        cost_micros=sorted((model, persona, n) for model, persona, _, n, _ in by["cost"]),
+        unpriced_turns=sorted((model, persona, n) for model, persona, _, n, _ in by["unpriced"]),
     )

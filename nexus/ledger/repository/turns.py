@@ -181,6 +181,8 @@ class TurnRepository:
             "cache_write_tokens": usage.cache_write_tokens,
             "total_tokens": usage.total,
             "context_tokens": draft.context_tokens,
+            "cost_micros": draft.cost_micros,
+            "price_version": draft.price_version,
             "model": draft.model,
             "stop_reason": draft.stop_reason,
             "error_kind": draft.error_kind,
