@@ -69,6 +69,8 @@ class Turn(Base):
     error_kind: Mapped[str | None] = mapped_column(String(32))
     error_message: Mapped[str | None] = mapped_column(Text)
     source_event_id: Mapped[str | None] = mapped_column(String(255))
+    # The model configuration the turn ran with, each field with the layer it came from.
+    model_settings: Mapped[dict[str, Any] | None] = mapped_column()
 
 
 class Thread(Base):

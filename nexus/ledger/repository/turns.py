@@ -186,6 +186,7 @@ class TurnRepository:
             "error_kind": draft.error_kind,
             "error_message": draft.error_message,
             "source_event_id": draft.source_event_id,
+            "model_settings": draft.model_settings,
         }
 
     def _rows(self, draft: TurnDraft, epoch: int, now: int) -> _CommitRows:
