@@ -52,9 +52,7 @@ class EffectiveConfig:
 
     def stored(self) -> dict[str, Any]:
         """The turn's record of it (turns.model_settings) and the API's view."""
-        found = to_json(
-            ModelConfig(self.model, self.thinking, self.max_tokens, self.temperature)
-        )
+        found = to_json(ModelConfig(self.model, self.thinking, self.max_tokens, self.temperature))
         found["sources"] = dict(self.sources)
         return found
 
@@ -79,6 +77,21 @@ def parse(data: Mapping[str, Any] | None) -> ModelConfig:
     )
     check_layer(config)
     return config
+
+
+def merge(*layers: ModelConfig) -> ModelConfig:
+    """Several layers of one level as one, later over earlier (a turn's batched queries)."""
+    found = ModelConfig()
+    for layer in layers:
+        found = ModelConfig(
+            **{
+                name: getattr(layer, name)
+                if getattr(layer, name) is not None
+                else getattr(found, name)
+                for name in FIELDS
+            }
+        )
+    return found
 
 
 def to_json(config: ModelConfig) -> dict[str, Any]:

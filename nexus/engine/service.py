@@ -7,6 +7,7 @@ and the epoch — so a slow model never holds a row lock, and a stale run is fen
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +16,15 @@ from nexus.engine import budget, compaction_policy
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.model import ModelPort
+from nexus.engine.model import ModelError, ModelPort
+from nexus.engine.model_config import (
+    EffectiveConfig,
+    ModelConfig,
+    ModelConfigError,
+    merge,
+    parse,
+    resolve,
+)
 from nexus.engine.permissions import from_persona
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
@@ -32,7 +41,7 @@ from nexus.engine.stream import (
 from nexus.engine.summarize import summarize, summary_request
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import Effect, ToolContext, ToolRegistry
-from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.engine.turn import TurnMachine, TurnResult, query_draft
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     CompactionTrigger,
@@ -50,6 +59,7 @@ from nexus.ledger.records import (
     ContextRead,
     MessageDraft,
     SessionRecord,
+    TokenUsage,
     TurnDraft,
 )
 
@@ -121,8 +131,27 @@ class Engine:
             anchor_depth=context.anchor_depth if context.compaction is not None else None,
         )
 
-    def _model_name(self, persona: AgentRecord) -> str:
-        return persona.default_model or self.default_model
+    def _config(self, snapshot: Snapshot, queries: Sequence[QueryMessage] = ()) -> EffectiveConfig:
+        """The model configuration: the queries' own (later over earlier), then the
+        session's, the persona's and the deployment's, field by field. Raises
+        ModelConfigError when the layers together make one the API would refuse."""
+        persona = snapshot.persona
+        return resolve(
+            turn=merge(*(parse(query.model_overrides) for query in queries)),
+            session=parse(snapshot.session.model_overrides),
+            persona=persona_layer(persona),
+            default_model=self.default_model,
+            default_max_tokens=self.max_tokens,
+        )
+
+    def _plain_config(self, snapshot: Snapshot) -> EffectiveConfig:
+        """The session's configuration for a summary call, which never thinks: a layer
+        that no longer fits the others must not stop a compaction."""
+        try:
+            config = self._config(snapshot)
+        except ModelConfigError:
+            config = resolve(default_model=self.default_model, default_max_tokens=self.max_tokens)
+        return dataclasses.replace(config, thinking=None)
 
     def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
@@ -131,20 +160,30 @@ class Engine:
         )
         return toolbox, resolved.prompt_additions
 
-    def _assemble(self, snapshot: Snapshot, queries: Sequence[QueryMessage]) -> AssembledContext:
+    def _assemble(
+        self,
+        snapshot: Snapshot,
+        queries: Sequence[QueryMessage],
+        config: EffectiveConfig | None = None,
+    ) -> AssembledContext:
+        config = config or self._config(snapshot, queries)
         toolbox, additions = self._toolbox(snapshot)
-        return assemble(
+        assembled = assemble(
             persona=snapshot.persona,
-            model=self._model_name(snapshot.persona),
+            model=config.model,
             context=snapshot.context,
             queries=queries,
             tools=toolbox.visible_specs(),
             prompt_additions=additions,
             anchor_depth=snapshot.anchor_depth,
-            max_tokens=self.max_tokens,
+            max_tokens=config.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
         )
+        request = dataclasses.replace(
+            assembled.request, thinking=config.thinking, temperature=config.temperature
+        )
+        return dataclasses.replace(assembled, request=request)
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -225,7 +264,13 @@ class Engine:
             )
         compactions: list[CompactionOutcome] = []
         snapshot = self.snapshot(session_id)
-        assembled = self._assemble(snapshot, queries)
+        try:
+            config = self._config(snapshot, queries)
+        except ModelConfigError as error:
+            return self._refuse_config(
+                snapshot, turn_id, queries, epoch=epoch, reason=str(error), announce=announce
+            )
+        assembled = self._assemble(snapshot, queries, config)
         if compaction_policy.should_compact(assembled.tokens, assembled.window):
             done = self._compact_snapshot(
                 snapshot,
@@ -237,10 +282,12 @@ class Engine:
             if done.status == "fenced":
                 return TurnOutcome("fenced", "", None, tuple(compactions))
             snapshot = self.snapshot(session_id)
-            assembled = self._assemble(snapshot, queries)
+            assembled = self._assemble(snapshot, queries, config)
         started = self.clock()
         effects: list[Effect] = []
-        result = self._machine(snapshot, turn_id, effects).run(assembled.request, tuple(queries))
+        result = self._machine(snapshot, turn_id, effects, config).run(
+            assembled.request, tuple(queries)
+        )
         if result.overflowed and not result.ran_tools:
             # The model says the context is too long after all: compact hard and retry once.
             done = self._compact_snapshot(
@@ -253,9 +300,9 @@ class Engine:
             if done.status == "fenced":
                 return TurnOutcome("fenced", turn_id, result, tuple(compactions))
             snapshot = self.snapshot(session_id)
-            assembled = self._assemble(snapshot, queries)
+            assembled = self._assemble(snapshot, queries, config)
             effects.clear()
-            result = self._machine(snapshot, turn_id, effects).run(
+            result = self._machine(snapshot, turn_id, effects, config).run(
                 assembled.request, tuple(queries)
             )
         status = self._commit(
@@ -269,13 +316,55 @@ class Engine:
             queries=queries,
             effects=effects,
             announce=announce,
+            config=config,
         )
         return TurnOutcome(status, turn_id, result, tuple(compactions))
 
-    def _machine(self, snapshot: Snapshot, turn_id: str, effects: list[Effect]) -> TurnMachine:
+    def _refuse_config(
+        self,
+        snapshot: Snapshot,
+        turn_id: str,
+        queries: Sequence[QueryMessage],
+        *,
+        epoch: int,
+        reason: str,
+        announce: list[StreamEvent],
+    ) -> TurnOutcome:
+        """The layers no longer fit together (say, a persona changed under a session's
+        override): the attempt is recorded failed with the reason, and no model is called."""
+        error = ModelError("model_error", f"model configuration: {reason}")
+        result = TurnResult(
+            status=TurnStatus.FAILED,
+            messages=tuple(query_draft(query) for query in queries),
+            tool_calls=(),
+            usage=TokenUsage(),
+            context_tokens=None,
+            stop_reason=error.kind,
+            error=error,
+            injected=(),
+            model_calls=0,
+        )
+        started = self.clock()
+        status = self._commit(
+            snapshot,
+            turn_id,
+            result,
+            started=started,
+            epoch=epoch,
+            consumed=(),
+            queue_mode=None,
+            queries=queries,
+            announce=announce,
+            config=None,
+        )
+        return TurnOutcome(status, turn_id, result)
+
+    def _machine(
+        self, snapshot: Snapshot, turn_id: str, effects: list[Effect], config: EffectiveConfig
+    ) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
-            model=self.model_for(self._model_name(snapshot.persona)),
+            model=self.model_for(config.model),
             toolbox=toolbox,
             signals=self.signals,
             publisher=self.publisher,
@@ -304,6 +393,7 @@ class Engine:
         queries: Sequence[QueryMessage],
         effects: Sequence[Effect] = (),
         announce: list[StreamEvent],
+        config: EffectiveConfig | None,
     ) -> str:
         """Commit (or record) the turn; what a committed one reports is added to
         `announce`, for the caller to publish after this commit."""
@@ -323,7 +413,8 @@ class Engine:
             completed_at=self.clock(),
             usage=result.usage,
             context_tokens=result.context_tokens,
-            model=self._model_name(snapshot.persona),
+            model=config.model if config is not None else None,
+            model_settings=config.stored() if config is not None else None,
             stop_reason=result.stop_reason,
             error_kind=result.error.kind if result.error is not None else None,
             error_message=result.error.message if result.error is not None else None,
@@ -395,7 +486,8 @@ class Engine:
         context = snapshot.context
         if context.head is None or not context.turns:
             return CompactionOutcome(status="nothing")
-        assembled = self._assemble(snapshot, ())
+        config = self._plain_config(snapshot)
+        assembled = self._assemble(snapshot, (), config)
         window = assembled.window
         fixed = budget.estimate_text_tokens(assembled.request.system)
         costs = [
@@ -425,7 +517,7 @@ class Engine:
             return CompactionOutcome(status="nothing")
         summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
-        model_name = self._model_name(snapshot.persona)
+        model_name = config.model
         port = self.model_for(model_name)
         started = self.clock()
         request = summary_request(
@@ -494,3 +586,11 @@ def _reported(draft: TurnDraft, outcome: CommitOutcome, status: str) -> list[Str
         consumed=[(item.queue_item_id, item.disposition.value) for item in draft.consumed],
         status=status,
     )
+
+
+def persona_layer(persona: AgentRecord) -> ModelConfig:
+    """The persona's defaults: its model configuration, its `default_model` for the model."""
+    layer = parse(persona.default_model_config)
+    if layer.model is None and persona.default_model:
+        layer = dataclasses.replace(layer, model=persona.default_model)
+    return layer

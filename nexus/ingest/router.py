@@ -351,5 +351,6 @@ def _signal_running_turn(
             sender_id=event.sender_id,
             occurred_at=event.occurred_at,
             extends_answer=mode == QueueMode.STEER,
+            model_overrides=event.model_overrides,
         )
         uow.after_commit(partial(arrivals.steer, session_id, message))

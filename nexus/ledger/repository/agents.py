@@ -167,10 +167,17 @@ class AgentRepository:
         return [to_record(AgentRecord, row) for row in self._conn.execute(query)]
 
     def update_fields(self, agent_id: str, changes: Mapping[str, Any]) -> AgentRecord:
-        """Set exactly the given fields (name, system_prompt, default_model, permissions,
-        status); unlike `configure`, a None default_model clears it. A name another persona
-        holds is LedgerConflict; an unknown id is NotFound."""
-        allowed = {"name", "system_prompt", "default_model", "permissions", "status"}
+        """Set exactly the given fields (name, system_prompt, default_model,
+        default_model_config, permissions, status); unlike `configure`, a None default_model
+        clears it. A name another persona holds is LedgerConflict; an unknown id is NotFound."""
+        allowed = {
+            "name",
+            "system_prompt",
+            "default_model",
+            "default_model_config",
+            "permissions",
+            "status",
+        }
         unknown = set(changes) - allowed
         if unknown:
             raise ValueError(f"personas have no field(s) {', '.join(sorted(unknown))}")

@@ -14,6 +14,7 @@ Create Date: 2026-11-25
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -27,7 +28,7 @@ depends_on: str | Sequence[str] | None = None
 _NEW = (("sessions", "model_overrides"), ("events", "model_overrides"), ("turns", "model_settings"))
 
 
-def _json() -> sa.types.TypeEngine[object]:
+def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
 
 
