@@ -8,14 +8,18 @@ which a lower layer's budget does not override.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from nexus.ledger.records import AgentRecord, SessionRecord
 
 # The Messages API's rules: a thinking budget is at least 1024 tokens and below max_tokens;
 # temperature lies in 0..1 and is refused together with thinking.
 MIN_THINKING_BUDGET = 1024
 MAX_MAX_TOKENS = 128_000
+DEFAULT_MAX_TOKENS = 4096  # the deployment's max_tokens when no layer sets one
 THINKING_OFF = 0  # a layer that switches thinking off, whatever the layers below say
 
 Source = Literal["turn", "session", "persona", "default"]
@@ -169,6 +173,33 @@ def resolve(
     )
     check_effective(effective)
     return effective
+
+
+def persona_layer(persona: AgentRecord) -> ModelConfig:
+    """The persona's defaults: its model configuration, its `default_model` for the model."""
+    layer = parse(persona.default_model_config)
+    if layer.model is None and persona.default_model:
+        layer = dataclasses.replace(layer, model=persona.default_model)
+    return layer
+
+
+def effective_for(
+    persona: AgentRecord,
+    session: SessionRecord | None,
+    *,
+    turn: Mapping[str, Any] | None = None,
+    default_model: str,
+    default_max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> EffectiveConfig:
+    """What a turn of `session` would run with now (and the API checks before it stores a
+    layer): raises ModelConfigError when the layers together are refused."""
+    return resolve(
+        turn=parse(turn),
+        session=parse(session.model_overrides if session is not None else None),
+        persona=persona_layer(persona),
+        default_model=default_model,
+        default_max_tokens=default_max_tokens,
+    )
 
 
 def check_effective(config: EffectiveConfig) -> None:

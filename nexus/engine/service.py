@@ -18,11 +18,12 @@ from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.model import ModelError, ModelPort
 from nexus.engine.model_config import (
+    DEFAULT_MAX_TOKENS,
     EffectiveConfig,
-    ModelConfig,
     ModelConfigError,
     merge,
     parse,
+    persona_layer,
     resolve,
 )
 from nexus.engine.permissions import from_persona
@@ -106,7 +107,7 @@ class Engine:
     publisher: StreamPublisher = field(default_factory=NullPublisher)
     clock: Clock = now_ms
     max_tool_iterations: int = 8
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     # Caps the context below the model's window (cost control; small in tests).
     context_window: int | None = None
     # Run inside the transaction that commits a turn (say, a worker reporting to its parent).
@@ -586,11 +587,3 @@ def _reported(draft: TurnDraft, outcome: CommitOutcome, status: str) -> list[Str
         consumed=[(item.queue_item_id, item.disposition.value) for item in draft.consumed],
         status=status,
     )
-
-
-def persona_layer(persona: AgentRecord) -> ModelConfig:
-    """The persona's defaults: its model configuration, its `default_model` for the model."""
-    layer = parse(persona.default_model_config)
-    if layer.model is None and persona.default_model:
-        layer = dataclasses.replace(layer, model=persona.default_model)
-    return layer

@@ -129,6 +129,7 @@ class AgentRepository:
         *,
         system_prompt: str = "",
         default_model: str | None = None,
+        default_model_config: Mapping[str, Any] | None = None,
         permissions: Mapping[str, Any] | None = None,
     ) -> AgentRecord:
         """A new persona; LedgerConflict when the name is taken (archived personas too)."""
@@ -139,7 +140,7 @@ class AgentRepository:
             name=name,
             system_prompt=system_prompt,
             default_model=default_model,
-            default_model_config={},
+            default_model_config=dict(default_model_config or {}),
             permissions=dict(permissions or {}),
             tags=[],
             status=AgentStatus.ACTIVE,
