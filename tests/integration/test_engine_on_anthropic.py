@@ -117,8 +117,8 @@ def test_a_thinking_tool_loop_sends_the_signed_thinking_back_unchanged(
                                  *redacted_thinking_block(1, "Opaque=="),
                                  *tool_use_block(2, "toolu_w1", "get_weather", '{"city": "Paris"}'),
                                  *message_end("tool_use", 20)]))  # fmt: skip
-    fake.reply_events(with_ping([message_start(), *thinking_block(0, "18 it is.", "sig_B"),
-                                 *text_block(1, "18 °C."), *message_end("end_turn", 9)]))  # fmt: skip
+    answer_events = [*thinking_block(0, "18 it is.", "sig_B"), *text_block(1, "18 °C.")]
+    fake.reply_events(with_ping([message_start(), *answer_events, *message_end("end_turn", 9)]))
     outcome = rig.say(session.id, "weather in Paris?")
     assert outcome.status == "committed"
     first, second = (received.body for received in fake.requests)

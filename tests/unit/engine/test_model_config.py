@@ -67,7 +67,7 @@ def test_a_budget_at_or_over_max_tokens_is_refused_with_where_each_came_from() -
 
 
 def test_temperature_with_thinking_is_refused_across_layers() -> None:
-    with pytest.raises(ModelConfigError, match="temperature .*from the persona.*thinking"):
+    with pytest.raises(ModelConfigError, match=r"temperature .*from the persona.*thinking"):
         _resolve(turn=ModelConfig(thinking=2048), persona=ModelConfig(temperature=0.3))
 
 
@@ -107,7 +107,9 @@ def test_a_layer_parses_from_json_and_back() -> None:
         ({"thinking": {"budget_tokens": 4096}, "max_tokens": 4096}, "below max_tokens"),
     ],
 )
-def test_what_the_api_would_refuse_is_refused_with_a_reason(data: dict[str, Any], says: str) -> None:
+def test_what_the_api_would_refuse_is_refused_with_a_reason(
+    data: dict[str, Any], says: str
+) -> None:
     with pytest.raises(ModelConfigError, match=says):
         parse(data)
 
