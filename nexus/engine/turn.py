@@ -206,6 +206,7 @@ class TurnMachine:
                     self._flush(state, deltas.drain(), generated)
                     return self._answered(state, event)
                 if self._aborted(state):
+                    self._thinking(state, thoughts.drain())
                     self._flush(state, deltas.drain())
                     return self._keep_partial(state, partial, End(TurnStatus.ABORTED, "aborted"))
         except ModelError as error:
