@@ -29,6 +29,7 @@ BENCHMARKS = (
     "footprint",
     "ledger",
     "streams",
+    "prompt_cache",
 )
 NEEDS = ("psutil", "matplotlib", "langgraph.checkpoint.postgres", "psycopg")
 

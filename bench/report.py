@@ -130,6 +130,12 @@ def _streams(r: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _prompt_cache(r: dict[str, Any]) -> list[Row]:
+    read, prompt = r["second_turn_cache_read"], r["second_turn_prompt_tokens"]
+    name = "prompt cache: 2nd turn's prompt tokens read from the cache"
+    return [Row(name, read, prompt, "tokens", "its prompt tokens", r["ratio"], r["target"])]
+
+
 _BUILDERS = {
     "pipeline": _pipeline,
     "latency": _latency,
@@ -139,6 +145,7 @@ _BUILDERS = {
     "footprint": _footprint,
     "ledger": _ledger,
     "streams": _streams,
+    "prompt_cache": _prompt_cache,
 }
 
 

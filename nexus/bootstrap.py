@@ -18,6 +18,7 @@ from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.service import Engine
 from nexus.engine.signals import NoSignals
+from nexus.engine.workspace import Workspace, default_directory
 from nexus.hooks.evaluator import Invocation
 from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
@@ -172,6 +173,9 @@ class Nexus:
     @cached_property
     def engine(self) -> Engine:
         """The agent loop, for the session runner (the one writer of turns)."""
+        from nexus.adapters.http_tool import http_fetch_tool
+        from nexus.adapters.python_tool import RUN_PYTHON
+        from nexus.adapters.secrets import EnvironmentSecrets
         from nexus.agents.results import worker_result_hook
         from nexus.agents.tools import AgentTools
         from nexus.outbound.planning import reply_hook
@@ -180,12 +184,13 @@ class Nexus:
         agent_tools = AgentTools(
             self.database, self.doorbell, max_depth=self.settings.max_worker_depth
         )
-        for tool in agent_tools.tools():
+        for tool in (*agent_tools.tools(), http_fetch_tool(), RUN_PYTHON):
             tools.register(tool)
         return Engine(
             database=self.database,
             model_for=self.models,
             default_model=self.settings.default_model,
+            summary_model=self.settings.summary_model,
             tools=tools,
             # In the turn's own transaction: a worker's result for its manager, and a reply's
             # deliveries for the platform it answers.
@@ -195,10 +200,12 @@ class Nexus:
             publisher=self.coordination,
             max_tool_iterations=self.settings.max_tool_iterations,
             context_window=self.settings.context_window,
+            secrets=EnvironmentSecrets(self.settings.secrets_file),
             clock=self.clock,
             contexts=ContextCache(
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
             ),
+            workspace=Workspace(default_directory(self.settings.workspace_dir)),
         )
 
     @cached_property

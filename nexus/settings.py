@@ -26,6 +26,8 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("NEXUS_BROKER_URL")
     )
     model: str | None = None
+    # The model that writes compaction summaries (a cheaper one, say); unset: the turn's.
+    summary_model: str | None = None
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
     )
@@ -44,6 +46,12 @@ class Settings(BaseSettings):
     max_worker_depth: int = Field(default=3, ge=0)
     # Cap the context below the model's window (cost control); unset: the model's window.
     context_window: int | None = Field(default=None, ge=1000)
+    # Tool credentials by id (docs/engine.md): NEXUS_CREDENTIAL_<ID>, else this JSON, TOML or
+    # YAML file of id → secret, read when a tool call needs it (never at start-up).
+    secrets_file: str | None = None
+    # Layer 1 of every context: AGENTS.md and identity files from this directory
+    # (docs/engine.md "Context layers"); unset: ./workspace if it exists; "": none.
+    workspace_dir: str | None = None
     policies: str | None = None
     hooks_dir: str = "./hooks"
     # Hook processes (docs/hooks.md): how many each worker process keeps ready, the memory

@@ -50,6 +50,11 @@ class AgentTools:
                                 "description": '{"new_session": true} | {"session": label} | '
                                 '{"fork": turn_id}',
                             },
+                            "persona": {
+                                "type": "string",
+                                "description": "dispatch only: the worker's persona by name; "
+                                "by default it is yours (identity and permissions)",
+                            },
                         },
                         ["op", "text"],
                     ),
@@ -94,7 +99,8 @@ class AgentTools:
             return self._message(context, str(target.get("session", "")), text)
         if "fork" in target:
             return self._fork(context, str(target["fork"]), text)
-        return self._dispatch(context, text)
+        persona = arguments.get("persona")
+        return self._dispatch(context, text, str(persona) if persona else None)
 
     def reply_to_caller(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         me = self._session(context.session_id)
@@ -159,8 +165,19 @@ class AgentTools:
                 label = parent.parent_session_label if parent else None
         return depth
 
-    def _dispatch(self, context: ToolContext, text: str) -> Any:
+    def _worker_persona(self, me: SessionRecord, name: str | None) -> str:
+        """Seed 000: a worker inherits its manager's persona unless the dispatch names one."""
+        if name is None:
+            return me.persona_id
+        with self._database.unit_of_work() as uow:
+            found = uow.ledger.agents.get_by_name(name)
+        if found is None:
+            raise ToolFailure(f"no persona {name!r}; leave persona out to use yours")
+        return found.id
+
+    def _dispatch(self, context: ToolContext, text: str, persona: str | None = None) -> Any:
         me = self._session(context.session_id)
+        persona_id = self._worker_persona(me, persona)
         depth = self._depth(me) + 1
         if self._max_depth and depth > self._max_depth:
             raise ToolFailure(
@@ -178,7 +195,7 @@ class AgentTools:
             worker = uow.ledger.sessions.create(
                 NewSession(
                     label=label,
-                    persona_id=me.persona_id,
+                    persona_id=persona_id,
                     origin=SessionOrigin.SUBAGENT,
                     parent_session_label=me.label,
                     parent_turn_id=turn_id,

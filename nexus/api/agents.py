@@ -13,7 +13,10 @@ from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, pa
 from nexus.api.schemas.model import ModelConfigBody, patched, without_nulls
 from nexus.db import Database
 from nexus.db.unit_of_work import UnitOfWork
+from nexus.engine.credentials import CREDENTIAL_ID_PATTERN, MAX_CREDENTIALS
 from nexus.engine.model_config import ModelConfigError, parse, to_json
+from nexus.engine.permissions import read_permissions
+from nexus.engine.sandbox import MEMORY_RANGE, TIMEOUT_RANGE
 from nexus.ledger.enums import AgentStatus
 from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository import LedgerConflict, NotFound
@@ -28,6 +31,7 @@ Pattern = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Prompt = Annotated[str, StringConstraints(max_length=100_000)]
 Model = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 CapabilityId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+CredentialId = Annotated[str, StringConstraints(pattern=CREDENTIAL_ID_PATTERN)]
 
 
 class ToolRules(BaseModel):
@@ -37,12 +41,31 @@ class ToolRules(BaseModel):
     deny: list[Pattern] | None = Field(default=None, max_length=200)
 
 
+class SandboxRules(BaseModel):
+    """The limits of the persona's code-running tools; `{}` for the defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: float | None = Field(
+        default=None, ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1], strict=True
+    )
+    memory_mb: int | None = Field(default=None, ge=MEMORY_RANGE[0], le=MEMORY_RANGE[1], strict=True)
+
+
 class Permissions(BaseModel):
-    """Seed 000's tool permissions; an absent `allow` means every tool not denied."""
+    """Seed 000's permissions: tools (an absent `allow` means every tool not denied), the
+    credential ids its tools may be given, and a sandbox for tools that run code."""
 
     model_config = ConfigDict(extra="forbid")
 
     tools: ToolRules | None = None
+    credentials: list[CredentialId] | None = Field(default=None, max_length=MAX_CREDENTIALS)
+    sandbox: SandboxRules | None = None
+
+    @model_validator(mode="after")
+    def _as_the_engine_reads_it(self) -> Permissions:
+        read_permissions(self.stored())  # one set of rules: what is stored, a turn can read
+        return self
 
     def stored(self) -> dict[str, Any]:
         # None is dropped rather than stored: the engine reads a present key as a list.

@@ -1,4 +1,4 @@
-"""Built-in tools (seed 003): `current_time` and `noop`."""
+"""Built-in tools: `current_time`, `noop`, `present_options` and `compact_context`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from nexus.engine.model import ToolSpec
-from nexus.engine.tools import Tool, ToolContext, ToolFailure, ToolRegistry
+from nexus.engine.rich import RichReplyError, parse_rich
+from nexus.engine.tools import CompactionAsk, Tool, ToolContext, ToolFailure, ToolRegistry
 
 
 def _current_time(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -28,6 +29,108 @@ def _noop(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     return answer
 
 
+MAX_COMPACTION_INSTRUCTIONS = 2_000  # characters of focus handed to the summariser
+COMPACTION_SCHEDULED = (
+    "Compaction is scheduled: right after this turn ends, the older turns of this "
+    "conversation will be replaced in your context by a summary (nothing is deleted). "
+    "This turn goes on with the full context; finish your answer as usual."
+)
+COMPACTION_ALREADY_SCHEDULED = (
+    "Compaction was already requested in this turn; it runs once, right after the turn ends."
+)
+
+
+def _compact_context(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    """Ask for a compaction after this turn (the engine runs it once the turn is committed:
+    compacting mid-turn would move the session's head under the turn that is running)."""
+    instructions = arguments.get("instructions")
+    if isinstance(instructions, str) and len(instructions) > MAX_COMPACTION_INSTRUCTIONS:
+        raise ToolFailure(
+            f"instructions are {len(instructions)} characters; at most "
+            f"{MAX_COMPACTION_INSTRUCTIONS} are allowed"
+        )
+    asked = context.after_turn.compaction
+    if asked is not None:
+        return {
+            "status": "already_scheduled",
+            "message": COMPACTION_ALREADY_SCHEDULED,
+            "instructions": asked.instructions,
+        }
+    focus = instructions.strip() if isinstance(instructions, str) else ""
+    context.after_turn.compaction = CompactionAsk(focus or None, context.call_id)
+    return {"status": "scheduled", "message": COMPACTION_SCHEDULED, "instructions": focus or None}
+
+
+def _present_options(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    # Checked now, so the model hears what is wrong while it can still fix it; the outbound
+    # planner reads the call's arguments when the turn's answer is sent.
+    try:
+        rich = parse_rich(arguments)
+    except RichReplyError as error:
+        raise ToolFailure(str(error)) from error
+    if rich.empty:
+        raise ToolFailure("give at least one button or embed")
+    answer: dict[str, Any] = {
+        "attached": rich.to_json(),
+        "note": "shown with your final answer; a pressed button comes back as its value",
+    }
+    if rich.notes:
+        answer["cut"] = list(rich.notes)
+    return answer
+
+
+_BUTTON = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "description": "what the person sees (75 characters)"},
+        "value": {"type": "string", "description": "sent back when pressed (64 bytes)"},
+        "url": {"type": "string", "description": "a link button instead of a value"},
+    },
+    "required": ["label"],
+}
+_EMBED = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "description": {"type": "string"},
+        "url": {"type": "string"},
+        "image_url": {"type": "string"},
+        "fields": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "value": {"type": "string"},
+                    "inline": {"type": "boolean"},
+                },
+                "required": ["name", "value"],
+            },
+        },
+    },
+}
+PRESENT_OPTIONS = Tool(
+    spec=ToolSpec(
+        name="present_options",
+        description=(
+            "Attach buttons and embeds (cards) to your final answer. Buttons: up to 5 rows "
+            "of up to 5; a flat list puts one button on each row. A button with a value is a "
+            "choice: when pressed, its value comes back to you as the person's message. A "
+            "button with a url is a link. Platforms without buttons show a numbered list."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "buttons": {
+                    "type": "array",
+                    "items": {"anyOf": [_BUTTON, {"type": "array", "items": _BUTTON}]},
+                },
+                "embeds": {"type": "array", "items": _EMBED, "maxItems": 10},
+            },
+        },
+    ),
+    run=_present_options,
+)
 CURRENT_TIME = Tool(
     spec=ToolSpec(
         name="current_time",
@@ -49,5 +152,27 @@ NOOP = Tool(
 )
 
 
+COMPACT_CONTEXT = Tool(
+    spec=ToolSpec(
+        name="compact_context",
+        description=(
+            "Compact this conversation: after the current turn ends, older turns are replaced "
+            "in your context by a summary (the history itself is kept). Use it when the "
+            "conversation is long or has moved on to a new subject."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "instructions": {
+                    "type": "string",
+                    "description": "what the summary should keep, e.g. decisions, open tasks",
+                }
+            },
+        },
+    ),
+    run=_compact_context,
+)
+
+
 def builtin_registry() -> ToolRegistry:
-    return ToolRegistry([CURRENT_TIME, NOOP])
+    return ToolRegistry([CURRENT_TIME, NOOP, PRESENT_OPTIONS, COMPACT_CONTEXT])

@@ -36,6 +36,15 @@ BUILTIN_CAPABILITIES = (
         ("current_time",),
     ),
     Capability(
+        "compaction",
+        "Compaction",
+        "Tool to compact the session's context on request",
+        "available",
+        "When the conversation grows long or turns to a new subject, you may call "
+        "compact_context; the older turns are summarised once your answer is done.",
+        ("compact_context",),
+    ),
+    Capability(
         "agents",
         "Agents",
         "Dispatch worker agents and message other sessions",
@@ -44,8 +53,34 @@ BUILTIN_CAPABILITIES = (
         "back to you as [worker_result] messages. A worker reports with reply_to_caller.",
         ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status"),
     ),
+    Capability(
+        "rich_replies",
+        "Rich replies",
+        "Buttons and embeds on chat replies",
+        "available",
+        "When the person should pick from a few choices, or a link or card helps, call "
+        "present_options before your final answer: its buttons and embeds go with that "
+        "answer. A pressed button comes back to you as a message holding its value.",
+        ("present_options",),
+    ),
     Capability("research", "Research", "Deep research with scratchpad", "coming_soon"),
-    Capability("sandbox", "Sandbox", "Sandboxed code execution", "coming_soon"),
+    Capability(
+        "sandbox",
+        "Sandbox",
+        "Sandboxed code execution",
+        "available",
+        "You can run short Python programs with run_python (each run starts fresh, with a "
+        "time and memory limit) when computing an answer beats guessing it.",
+        ("run_python",),
+    ),
+    Capability(
+        "http",
+        "HTTP fetch",
+        "Fetch URLs, with the persona's credentials as bearer tokens",
+        "available",
+        "You can GET URLs with http_fetch; name a credential to authenticate with it.",
+        ("http_fetch",),
+    ),
     Capability("file_system", "File system", "File system access tools", "coming_soon"),
 )
 

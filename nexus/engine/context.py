@@ -1,9 +1,11 @@
 """Context assembly: persona, capabilities and history since the last compaction → a request.
 
-The summary of the latest compaction comes first as "[Previous conversation summary]",
-then the kept and later turns in order, then this turn's query messages, each preceded by
-its event context. Turns are replayed from the ledger's messages exactly as they were
-stored, so a context can be rebuilt from any turn of any thread.
+The system prompt is the context layers (nexus/engine/layers.py) with a cache breakpoint
+after them; the history's last message carries another. The summary of the latest
+compaction comes first as "[Previous conversation summary]", then the kept and later turns
+in order, then this turn's query messages, each preceded by its event context. Turns are
+replayed from the ledger's messages exactly as they were stored, so a context can be
+rebuilt from any turn of any thread.
 """
 
 from __future__ import annotations
@@ -13,11 +15,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nexus.engine import budget
+from nexus.engine import budget, layers
 from nexus.engine.model import THINKING_BLOCKS, Block, ModelRequest, ToolSpec
 from nexus.engine.query import QueryMessage
 from nexus.ledger.enums import MessageRole
-from nexus.ledger.records import AgentRecord, ContextRead, MessageRecord, TurnView
+from nexus.ledger.records import (
+    AgentRecord,
+    ContextRead,
+    MessageRecord,
+    SessionRecord,
+    TurnView,
+)
 
 SUMMARY_HEADER = "[Previous conversation summary]"
 
@@ -30,18 +38,32 @@ class AssembledContext:
 
 
 def system_prompt(
-    persona: AgentRecord, prompt_additions: Sequence[str], tools: Sequence[ToolSpec]
-) -> str:
-    """Identity (name, soul), then capabilities in their order, then what tools are allowed."""
-    parts = [f"You are {persona.name}."]
-    if persona.system_prompt.strip():
-        parts.append(persona.system_prompt.strip())
-    parts.extend(addition.strip() for addition in prompt_additions if addition.strip())
-    if tools:
-        parts.append("Tools you may use: " + ", ".join(tool.name for tool in tools) + ".")
-    else:
-        parts.append("You have no tools in this conversation.")
-    return "\n\n".join(parts)
+    persona: AgentRecord,
+    prompt_additions: Sequence[str],
+    tools: Sequence[ToolSpec],
+    *,
+    session: SessionRecord | None = None,
+    workspace: str = "",
+) -> tuple[Block, ...]:
+    """The context layers in order (see nexus/engine/layers.py), cache breakpoint last."""
+    return layers.system_blocks(
+        persona=persona,
+        session=session,
+        workspace=workspace,
+        prompt_additions=prompt_additions,
+        tools=tools,
+    )
+
+
+# The event line's keys in QueryMessage.context's order. Postgres JSONB does not keep key
+# order, so a replayed message must not follow the stored dict's: the text would differ from
+# what the model was first sent, and every turn would miss the prompt cache.
+_CONTEXT_KEYS = ("source", "time", "platform", "sender")
+
+
+def _context_order(context: dict[str, Any]) -> list[str]:
+    known = [key for key in _CONTEXT_KEYS if key in context]
+    return known + sorted(key for key in context if key not in _CONTEXT_KEYS)
 
 
 def user_blocks(content: dict[str, Any]) -> list[Block]:
@@ -49,7 +71,7 @@ def user_blocks(content: dict[str, Any]) -> list[Block]:
     blocks: list[Block] = []
     context = content.get("context")
     if isinstance(context, dict) and context:
-        described = ", ".join(f"{key}: {value}" for key, value in context.items())
+        described = ", ".join(f"{key}: {context[key]}" for key in _context_order(context))
         blocks.append({"type": "text", "text": f"[event] {described}"})
     blocks.append({"type": "text", "text": str(content.get("text", ""))})
     return blocks
@@ -166,21 +188,24 @@ def assemble(
     max_tokens: int = 4096,
     window: int | None = None,
     render: TurnRenderer | None = None,
+    session: SessionRecord | None = None,
+    workspace: str = "",
 ) -> AssembledContext:
-    system = system_prompt(persona, prompt_additions, tools)
+    system = system_prompt(persona, prompt_additions, tools, session=session, workspace=workspace)
     history = history_pieces(context, render)
     new = query_pieces(queries)
     request = ModelRequest(
         model=model,
         system=system,
-        messages=tuple(merge_roles([*history, *new])),
+        # Stable layers, then the history up to a cache breakpoint, then this turn's input.
+        messages=tuple(merge_roles([*layers.mark_history_end(history), *new])),
         tools=tuple(tools),
         max_tokens=max_tokens,
     )
     return AssembledContext(
         request=request,
         window=window or budget.context_window(model),
-        tokens=estimate_size(context, history, new, system, tools, anchor_depth),
+        tokens=estimate_size(context, history, new, request.system_text, tools, anchor_depth),
     )
 
 

@@ -36,7 +36,9 @@ class ToolSpec:
 @dataclass(frozen=True)
 class ModelRequest:
     model: str
-    system: str
+    # One text, or text blocks in order (the engine's context layers; a block may carry
+    # `cache_control`, which providers without prompt caching ignore).
+    system: str | tuple[Block, ...]
     messages: tuple[dict[str, Any], ...]  # {"role": "user"|"assistant", "content": [Block]}
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
@@ -46,6 +48,13 @@ class ModelRequest:
     # Why the engine calls: a conversation turn or a compaction summary. Providers ignore it;
     # the scripted model answers a summary request with a summary.
     purpose: Literal["turn", "summary"] = "turn"
+
+    @property
+    def system_text(self) -> str:
+        """The system prompt as one text, for models and estimates that take no blocks."""
+        if isinstance(self.system, str):
+            return self.system
+        return "\n\n".join(str(block.get("text", "")) for block in self.system)
 
 
 @dataclass(frozen=True)

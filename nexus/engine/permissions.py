@@ -1,4 +1,4 @@
-"""Persona tool permissions: glob allow and deny lists where deny always wins (seed 000)."""
+"""Persona permissions (seed 000): tool globs where deny always wins, credentials, sandbox."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
+
+from nexus.engine.credentials import credential_ids
+from nexus.engine.sandbox import SandboxConfig, sandbox_config
+
+PERMISSION_KEYS = frozenset({"tools", "credentials", "sandbox"})
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,28 @@ def from_persona(permissions: Mapping[str, Any]) -> ToolPermissions:
     allow = _patterns(tools["allow"], "allow") if "allow" in tools else None
     deny = _patterns(tools["deny"], "deny") if "deny" in tools else ()
     return ToolPermissions(allow=allow, deny=deny)
+
+
+@dataclass(frozen=True)
+class PersonaPermissions:
+    tools: ToolPermissions = ToolPermissions()
+    credentials: tuple[str, ...] = ()  # the credential ids its tools may be given
+    sandbox: SandboxConfig | None = None  # None: no tool that runs code or touches files
+
+
+def read_permissions(permissions: Mapping[str, Any]) -> PersonaPermissions:
+    """All of seed 000's `Permissions`; an unknown key is an error, not silently ignored
+    (a misspelt `credentials` would otherwise grant nothing without saying so)."""
+    unknown = set(permissions) - PERMISSION_KEYS
+    if unknown:
+        raise ValueError(f"permissions has unknown keys: {', '.join(sorted(unknown))}")
+    credentials = permissions.get("credentials")
+    sandbox = permissions.get("sandbox")
+    return PersonaPermissions(
+        tools=from_persona(permissions),
+        credentials=() if credentials is None else credential_ids(credentials),
+        sandbox=None if sandbox is None else sandbox_config(sandbox),
+    )
 
 
 def tool_allowed(name: str, permissions: ToolPermissions) -> bool:

@@ -180,5 +180,5 @@ def _summary(request: ModelRequest) -> str:
 
 
 def _estimate_request(request: ModelRequest) -> int:
-    size = len(request.system) + sum(len(json.dumps(m)) for m in request.messages)
+    size = len(request.system_text) + sum(len(json.dumps(m)) for m in request.messages)
     return max(1, size // 4)

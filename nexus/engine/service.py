@@ -8,15 +8,17 @@ and the epoch — so a slow model never holds a row lock, and a stale run is fen
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nexus.db import Database, UnitOfWork
 from nexus.engine import budget, compaction_policy
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.model import ModelError, ModelPort
+from nexus.engine.credentials import NoSecrets, SecretSource
+from nexus.engine.model import ModelError, ModelPort, ModelUnavailable
 from nexus.engine.model_config import (
     DEFAULT_MAX_TOKENS,
     EffectiveConfig,
@@ -26,7 +28,7 @@ from nexus.engine.model_config import (
     persona_layer,
     resolve,
 )
-from nexus.engine.permissions import from_persona
+from nexus.engine.permissions import read_permissions
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
@@ -39,10 +41,11 @@ from nexus.engine.stream import (
     committed,
     worker_name,
 )
-from nexus.engine.summarize import summarize, summary_request
+from nexus.engine.summarize import Summary, fallback_digest, summarize, summary_request
 from nexus.engine.toolbox import Toolbox
-from nexus.engine.tools import Effect, ToolContext, ToolRegistry
+from nexus.engine.tools import AfterTurn, CompactionAsk, Effect, ToolContext, ToolRegistry
 from nexus.engine.turn import TurnMachine, TurnResult, query_draft
+from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     CompactionTrigger,
@@ -114,6 +117,12 @@ class Engine:
     commit_hooks: tuple[CommitHook, ...] = ()
     # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
     contexts: ContextCache = field(default_factory=ContextCache)
+    # Where a tool's credentials are looked up, at call time (see nexus/engine/credentials.py).
+    secrets: SecretSource = field(default_factory=NoSecrets)
+    # The model that writes compaction summaries (NEXUS_SUMMARY_MODEL); None: the turn's.
+    summary_model: str | None = None
+    # Layer 1 of the context: AGENTS.md and identity files (none: no workspace layer).
+    workspace: Workspace | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -154,10 +163,17 @@ class Engine:
             config = resolve(default_model=self.default_model, default_max_tokens=self.max_tokens)
         return dataclasses.replace(config, thinking=None)
 
+    def _summary_model_name(self, config: EffectiveConfig) -> str:
+        # A per-persona summary model would be read here (say, from its model config).
+        return self.summary_model or config.model
+
     def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
         toolbox = Toolbox(
-            self.tools, from_persona(snapshot.persona.permissions), resolved.tool_names
+            self.tools,
+            read_permissions(snapshot.persona.permissions),
+            resolved.tool_names,
+            secrets=self.secrets,
         )
         return toolbox, resolved.prompt_additions
 
@@ -180,6 +196,10 @@ class Engine:
             max_tokens=config.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
+            session=snapshot.session,
+            workspace=(
+                self.workspace.layer(snapshot.persona.name) if self.workspace is not None else ""
+            ),
         )
         request = dataclasses.replace(
             assembled.request, thinking=config.thinking, temperature=config.temperature
@@ -286,7 +306,8 @@ class Engine:
             assembled = self._assemble(snapshot, queries, config)
         started = self.clock()
         effects: list[Effect] = []
-        result = self._machine(snapshot, turn_id, effects, config).run(
+        after = AfterTurn()
+        result = self._machine(snapshot, turn_id, effects, after, config).run(
             assembled.request, tuple(queries)
         )
         if result.overflowed and not result.ran_tools:
@@ -303,7 +324,8 @@ class Engine:
             snapshot = self.snapshot(session_id)
             assembled = self._assemble(snapshot, queries, config)
             effects.clear()
-            result = self._machine(snapshot, turn_id, effects, config).run(
+            after = AfterTurn()
+            result = self._machine(snapshot, turn_id, effects, after, config).run(
                 assembled.request, tuple(queries)
             )
         status = self._commit(
@@ -319,6 +341,9 @@ class Engine:
             announce=announce,
             config=config,
         )
+        asked = after.compaction
+        if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
+            compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, announce))
         return TurnOutcome(status, turn_id, result, tuple(compactions))
 
     def _refuse_config(
@@ -360,8 +385,43 @@ class Engine:
         )
         return TurnOutcome(status, turn_id, result)
 
+    def _compact_asked(
+        self,
+        session_id: str,
+        turn_id: str,
+        asked: CompactionAsk,
+        epoch: int,
+        announce: list[StreamEvent],
+    ) -> CompactionOutcome:
+        """The compaction `compact_context` asked for, now that its turn is on the chain.
+
+        Under the turn's epoch and in the same run, so the session still has one writer and
+        a newer run fences it like any commit. Trigger `manual` (seed 002: a tool or the
+        slash command); the turn's own events go out first, so watchers see them in order."""
+        self.publisher.publish_many(announce)
+        announce.clear()
+        return self._compact_snapshot(
+            self.snapshot(session_id),
+            epoch=epoch,
+            trigger=CompactionTrigger.MANUAL,
+            target_ratio=compaction_policy.PROACTIVE_TARGET,
+            instructions=asked.instructions,
+            metadata={
+                "requested_by": {
+                    "tool": "compact_context",
+                    "turn_id": turn_id,
+                    "tool_call_id": asked.call_id,
+                }
+            },
+        )
+
     def _machine(
-        self, snapshot: Snapshot, turn_id: str, effects: list[Effect], config: EffectiveConfig
+        self,
+        snapshot: Snapshot,
+        turn_id: str,
+        effects: list[Effect],
+        after: AfterTurn,
+        config: EffectiveConfig,
     ) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
@@ -377,6 +437,7 @@ class Engine:
                 persona_id=snapshot.persona.id,
                 now_ms=self.clock(),
                 effects=effects,
+                after_turn=after,
             ),
             max_tool_iterations=self.max_tool_iterations,
         )
@@ -483,6 +544,7 @@ class Engine:
         target_ratio: float,
         instructions: str | None = None,
         consumed: Sequence[ConsumedItem] = (),
+        metadata: Mapping[str, Any] | None = None,
     ) -> CompactionOutcome:
         context = snapshot.context
         if context.head is None or not context.turns:
@@ -490,7 +552,7 @@ class Engine:
         config = self._plain_config(snapshot)
         assembled = self._assemble(snapshot, (), config)
         window = assembled.window
-        fixed = budget.estimate_text_tokens(assembled.request.system)
+        fixed = budget.estimate_text_tokens(assembled.request.system_text)
         costs = [
             compaction_policy.TurnCost(
                 turn_id=view.turn.id,
@@ -518,13 +580,22 @@ class Engine:
             return CompactionOutcome(status="nothing")
         summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
-        model_name = config.model
-        port = self.model_for(model_name)
+        model_name = self._summary_model_name(config)
         started = self.clock()
         request = summary_request(
             model=model_name, prior=prior, turns=summarized, instructions=instructions
         )
-        summary = summarize(port, request, prior=prior, turns=summarized)
+        try:
+            port = self.model_for(model_name)
+        except ModelUnavailable as error:
+            # Say, NEXUS_SUMMARY_MODEL names a model with no key here: the digest still
+            # compacts, rather than wedge the session.
+            provider = None
+            digest = fallback_digest(prior, summarized)
+            summary = Summary(digest, TokenUsage(), None, True, str(error))
+        else:
+            provider = port.provider
+            summary = summarize(port, request, prior=prior, turns=summarized)
         summary_tokens = budget.estimate_text_tokens(summary.text)
         turn_id = new_id()
         draft = TurnDraft(
@@ -547,7 +618,7 @@ class Engine:
                 turns_summarized=len(plan.summarized),
                 trigger=trigger,
                 model=summary.model or model_name,
-                provider=port.provider,
+                provider=provider,
                 tokens_before=plan.tokens_before + fixed,
                 tokens_after=plan.tokens_kept + summary_tokens + fixed,
                 summary_tokens=summary_tokens,
@@ -560,6 +631,7 @@ class Engine:
                     "error": summary.error,
                     "kept_turns": len(plan.kept),
                     "window": window,
+                    **(metadata or {}),
                 },
             ),
         )

@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from nexus.engine.credentials import Secrets
 from nexus.engine.model import ToolSpec
+from nexus.engine.sandbox import SandboxConfig
 
 if TYPE_CHECKING:
     from nexus.db import UnitOfWork
@@ -15,6 +17,22 @@ ToolStatus = Literal["completed", "failed", "denied", "unknown"]
 # A change to the ledger a tool asks for, applied in the transaction that commits its turn
 # (with the committed turn's id): a fenced or failed turn leaves no trace of it.
 Effect = Callable[["UnitOfWork", str], None]
+
+
+@dataclass(frozen=True)
+class CompactionAsk:
+    """A tool's request to compact the session once its turn is committed."""
+
+    instructions: str | None
+    call_id: str | None
+
+
+@dataclass
+class AfterTurn:
+    """What a turn's tools asked the engine to do after the turn commits; shared by the
+    turn's calls, so a second ask in the same turn finds the first (one compaction, not two)."""
+
+    compaction: CompactionAsk | None = None
 
 
 @dataclass(frozen=True)
@@ -29,6 +47,9 @@ class ToolContext:
     extras: Mapping[str, Any] = field(default_factory=dict)
     call_id: str | None = None  # the model's id for the tool call being run
     effects: list[Effect] = field(default_factory=list)  # shared by the turn's calls
+    credentials: Secrets = field(default_factory=Secrets)  # this call's secrets, by id
+    sandbox: SandboxConfig | None = None  # the persona's limits, for a sandboxed tool
+    after_turn: AfterTurn = field(default_factory=AfterTurn)  # shared by the turn's calls
 
 
 class ToolFailure(Exception):
@@ -39,6 +60,15 @@ class ToolFailure(Exception):
 class Tool:
     spec: ToolSpec
     run: Callable[[dict[str, Any], ToolContext], Any]
+    credentials: tuple[str, ...] = ()  # credential ids every call needs
+    # An argument that names one more credential id for the call (say, which token to send).
+    credential_argument: str | None = None
+    sandboxed: bool = False  # runs code or touches files: needs the persona's sandbox
+
+    def credentials_for(self, arguments: Mapping[str, Any]) -> tuple[str, ...]:
+        named = arguments.get(self.credential_argument) if self.credential_argument else None
+        extra = (named,) if isinstance(named, str) and named else ()
+        return tuple(dict.fromkeys((*self.credentials, *extra)))
 
 
 @dataclass(frozen=True)

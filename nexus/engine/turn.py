@@ -157,8 +157,9 @@ class TurnMachine:
             )
         return TurnResult(
             status=node.status,
-            messages=tuple(state.drafts),
-            tool_calls=tuple(state.tool_calls),
+            # No secret a tool was given reaches the ledger, whichever message it ended up in.
+            messages=self.toolbox.scrub(tuple(state.drafts)),
+            tool_calls=self.toolbox.scrub(tuple(state.tool_calls)),
             usage=state.usage,
             context_tokens=state.context_tokens,
             stop_reason=node.stop_reason,

@@ -11,18 +11,22 @@ from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
+from nexus.engine.rich import RichReply, RichReplyError, parse_rich
 from nexus.engine.service import CommitHook
 from nexus.engine.turn import TurnResult
-from nexus.ledger.enums import MessageRole, MessageSource, TurnStatus
+from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
 from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS, Address, address_for
 from nexus.outbound.chunking import chunk, limit_for
 from nexus.outbound.markup import render
+from nexus.outbound.rich import native_parts, with_fallback
 
 # An answer that is exactly this is kept in the ledger but sent nowhere (a heartbeat with
 # nothing to say, say).
 NO_REPLY = "NO_REPLY"
 REPLY = "reply"
+# The built-in tool whose last completed call in a turn puts buttons and embeds on its answer.
+PRESENT_OPTIONS = "present_options"
 # Formats that take the model's text as it is, in one piece.
 _RAW_FORMATS = frozenset({"webhook"})
 
@@ -38,6 +42,23 @@ def reply_text(result: TurnResult) -> str | None:
     return text if text and text != NO_REPLY else None
 
 
+def rich_reply(result: TurnResult) -> RichReply | None:
+    """The buttons and embeds the turn attached to its answer: its last completed
+    `present_options` call (checked again: the tool refused what could not be sent)."""
+    calls = [
+        call
+        for call in result.tool_calls
+        if call.tool_name == PRESENT_OPTIONS and call.status == ToolCallStatus.COMPLETED
+    ]
+    if not calls:
+        return None
+    try:
+        rich = parse_rich(calls[-1].parameters)
+    except RichReplyError:
+        return None
+    return None if rich.empty else rich
+
+
 def reply_hook(doorbell: Doorbell | None) -> CommitHook:
     def hook(uow: UnitOfWork, session: SessionRecord, turn_id: str, result: TurnResult) -> None:
         if session.is_subagent or result.status != TurnStatus.COMPLETED:
@@ -49,7 +70,8 @@ def reply_hook(doorbell: Doorbell | None) -> CommitHook:
         if found is None:
             return  # asked through the API or the CLI: the answer is read there
         context, raw = found
-        first = plan_reply(uow, session, turn_id, text, context, address_for(context, raw))
+        address = address_for(context, raw)
+        first = plan_reply(uow, session, turn_id, text, context, address, rich_reply(result))
         if first is not None and doorbell is not None:
             uow.after_commit(partial(doorbell.delivery_ready, first))
 
@@ -63,10 +85,11 @@ def plan_reply(
     text: str,
     context: EventRecord,
     address: Address | None,
+    rich: RichReply | None = None,
 ) -> str | None:
     """Store the reply event and its chunks; returns the first chunk's delivery id."""
     reply_id = f"{REPLY}:{turn_id}"
-    drafts = [] if address is None else _chunks(session, turn_id, reply_id, text, address)
+    drafts = [] if address is None else _chunks(session, turn_id, reply_id, text, address, rich)
     if address is None:
         disposition, detail = (
             "undeliverable",
@@ -91,7 +114,7 @@ def plan_reply(
             text=text,
             reply_to=context.message_id,
             occurred_at=uow.ledger.clock(),
-            payload={"turn_id": turn_id, "session": session.label, "in_reply_to": context.id},
+            payload=_payload(session, turn_id, context, rich),
         ),
         disposition=disposition,
         detail=detail,
@@ -100,19 +123,43 @@ def plan_reply(
     return ids[0] if ids else None
 
 
+def _payload(
+    session: SessionRecord, turn_id: str, context: EventRecord, rich: RichReply | None
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "turn_id": turn_id,
+        "session": session.label,
+        "in_reply_to": context.id,
+    }
+    if rich is not None:  # the form as the model gave it, beside the answer as written
+        payload["rich"] = rich.to_json()
+    return payload
+
+
 def _chunks(
-    session: SessionRecord, turn_id: str, reply_id: str, text: str, address: Address
+    session: SessionRecord,
+    turn_id: str,
+    reply_id: str,
+    text: str,
+    address: Address,
+    rich: RichReply | None,
 ) -> list[DeliveryDraft]:
-    """The reply cut for the platform (never inside a code fence) and rendered in its markup."""
-    pieces = [text] if address.format in _RAW_FORMATS else chunk(text, limit_for(address.format))
+    """The reply cut for the platform (never inside a code fence) and rendered in its markup;
+    buttons and embeds go on the last chunk, or as lines of text where the platform has none."""
+    fmt = address.format
+    if rich is not None:
+        text = with_fallback(fmt, text, rich)
+    pieces = [text] if fmt in _RAW_FORMATS else chunk(text, limit_for(fmt))
     drafts = []
     for index, piece in enumerate(pieces):
-        rendered = render(address.format, piece) if address.format not in _RAW_FORMATS else None
+        rendered = render(fmt, piece) if fmt not in _RAW_FORMATS else None
         target = dict(address.target)
         if rendered is not None and rendered.parse_mode:
             target["parse_mode"] = rendered.parse_mode
         if index == 0 and address.reply_to:
             target["reply_to"] = address.reply_to  # the first chunk answers; the rest follow
+        if rich is not None and index == len(pieces) - 1:
+            target.update(native_parts(fmt, rich, rendered.text if rendered else piece))
         drafts.append(
             DeliveryDraft(
                 turn_id=turn_id,

@@ -68,7 +68,7 @@ def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
     assert head.thread_id != head_before.thread_id
     assert view is not None and view.turn.turn_type == "compaction"
     assert isinstance(rig.model, ScriptedModel)
-    assert "keep names" in rig.model.requests[-1].system
+    assert "keep names" in rig.model.requests[-1].system_text
     # Asked again with nothing left in context: answered, without a turn.
     again = client.post("/v1/sessions/dm:ent_api/compact", headers=AUTH).json()
     runner.run(session.id)

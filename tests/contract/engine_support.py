@@ -9,6 +9,7 @@ from typing import Any
 from nexus.db import Database
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import Capability, CapabilityRegistry
+from nexus.engine.credentials import NoSecrets, SecretSource
 from nexus.engine.model import ToolSpec
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import ScriptedModel
@@ -44,10 +45,10 @@ class RecordingTool:
         return Tool(spec=spec, run=run)
 
 
-def registry_with(*extra: RecordingTool) -> ToolRegistry:
+def registry_with(*extra: RecordingTool | Tool) -> ToolRegistry:
     registry = builtin_registry()
     for tool in extra:
-        registry.register(tool.tool())
+        registry.register(tool if isinstance(tool, Tool) else tool.tool())
     return registry
 
 
@@ -106,9 +107,10 @@ def build_rig(
     database: Database,
     clock: FakeClock,
     *,
-    tools: Sequence[RecordingTool] = (),
+    tools: Sequence[RecordingTool | Tool] = (),
     granted: Sequence[str] = (),
     window: int | None = None,
+    secrets: SecretSource | None = None,
 ) -> Rig:
     model = ScriptedModel()
     publisher = RecordingPublisher()
@@ -123,5 +125,6 @@ def build_rig(
         publisher=publisher,
         clock=clock,
         context_window=window,
+        secrets=secrets or NoSecrets(),
     )
     return Rig(engine, model, publisher, signals, database)

@@ -34,7 +34,7 @@ def test_a_plain_turn_records_the_query_with_its_event_context(
     assert view.messages[1].content["text"].startswith(SCRIPTED_NOTICE)
     # The model saw the event context before the text, and the persona's identity.
     request = rig.model.requests[0]
-    assert request.system.startswith("You are assistant.")
+    assert request.system_text.startswith("You are assistant.")
     first_blocks = request.messages[-1]["content"]
     assert "platform: telegram" in first_blocks[0]["text"]
     assert first_blocks[-1]["text"] == "hello there"
@@ -92,7 +92,8 @@ def test_a_two_tool_turn_commits_calls_results_and_summed_usage(
 def _estimate(request: ModelRequest) -> int:
     import json
 
-    return max(1, (len(request.system) + sum(len(json.dumps(m)) for m in request.messages)) // 4)
+    said = sum(len(json.dumps(m)) for m in request.messages)
+    return max(1, (len(request.system_text) + said) // 4)
 
 
 def test_a_denied_tool_never_runs_and_the_model_sees_why(

@@ -392,4 +392,4 @@ def test_a_compaction_asked_for_during_a_turn_waits_for_it_and_runs_once(
         assert sorted(every) == ["completed", "completed"]  # nothing superseded or failed
     # Spent once: one answer and one summary, no repeated model call.
     assert [r.purpose for r in setup.rig.model.requests] == ["turn", "summary"]
-    assert "keep colours" in setup.rig.model.requests[-1].system
+    assert "keep colours" in setup.rig.model.requests[-1].system_text

@@ -4,6 +4,10 @@ The real `anthropic` SDK talks to it through `base_url`, so its retries, SSE par
 error classes run exactly as in production. Answers come from a FIFO script; a request
 with nothing scripted gets a 500 that names it (and tells the SDK not to retry), so a test
 fails loudly instead of hanging. Streams use named SSE events only: the SDK drops the rest.
+
+Prompt caching is accounted honestly (tests/fakes/prompt_cache.py): every request's cache
+read and write are recorded in `cache_accounts`, and an answer scripted without token
+counts reports them as its usage.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.prompt_cache import CacheAccount, PromptCache
 
 Event = tuple[str, dict[str, Any]]
 """One SSE frame: the `event:` name and the `data:` JSON."""
@@ -45,6 +51,8 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # pause before each frame after the first
     hang_s: float = 0.0  # pause before answering at all
+    # Report the fake's own prompt-cache accounting as message_start's usage.
+    honest_usage: bool = False
 
 
 Script = Answer | Callable[[Received], Answer]
@@ -215,6 +223,8 @@ class FakeAnthropicServer:
         self.model = model
         self.requests: list[Received] = []  # POST /v1/messages, in arrival order
         self.token_counts: list[Received] = []  # POST /v1/messages/count_tokens
+        self.prompt_cache = PromptCache()
+        self.cache_accounts: list[CacheAccount] = []  # one per entry of `requests`
         self.disconnects = 0  # streams the client closed before their end
         self._disconnected = threading.Event()
         self._closing = threading.Event()
@@ -247,33 +257,37 @@ class FakeAnthropicServer:
         with self._lock:
             self._script.append(answer)
 
-    def reply_events(self, events: Sequence[Event], *, delay_s: float = 0.0) -> None:
+    def reply_events(
+        self, events: Sequence[Event], *, delay_s: float = 0.0, honest_usage: bool = False
+    ) -> None:
         """Queue a hand-made SSE stream (see `message_start`, `text_block`, ...)."""
-        self.reply(Answer(events=list(events), delay_s=delay_s))
+        self.reply(Answer(events=list(events), delay_s=delay_s, honest_usage=honest_usage))
 
     def reply_text(
         self,
         text: str,
         *,
-        input_tokens: int = 25,
+        input_tokens: int | None = None,
         output_tokens: int = 12,
-        cache_read: int = 0,
-        cache_write: int = 0,
+        cache_read: int | None = None,
+        cache_write: int | None = None,
         chunks: int = 3,
         delay_s: float = 0.0,
     ) -> None:
+        """A text answer; without token counts, its usage is the fake's own accounting."""
+        honest = input_tokens is None and cache_read is None and cache_write is None
         start = message_start(
             model=self.model,
-            input_tokens=input_tokens,
-            cache_read=cache_read,
-            cache_write=cache_write,
+            input_tokens=25 if input_tokens is None else input_tokens,
+            cache_read=cache_read or 0,
+            cache_write=cache_write or 0,
         )
         events = [
             start,
             *text_block(0, text, chunks=chunks),
             *message_end("end_turn", output_tokens),
         ]
-        self.reply_events(with_ping(events), delay_s=delay_s)
+        self.reply_events(with_ping(events), delay_s=delay_s, honest_usage=honest)
 
     def reply_tool_uses(
         self,
@@ -281,23 +295,25 @@ class FakeAnthropicServer:
         *,
         text: str | None = None,
         tool_ids: Sequence[str] | None = None,
-        input_tokens: int = 40,
+        input_tokens: int | None = None,
         output_tokens: int = 30,
         delay_s: float = 0.0,
     ) -> list[str]:
-        """One answer with an optional text block, then a tool_use block per call.
+        """One answer with an optional text block, then a tool_use block per call (usage:
+        the fake's own accounting unless `input_tokens` is given).
 
         Returns the tool_use ids, so a test can match the tool_result it expects back.
         """
         ids = list(tool_ids) if tool_ids else [f"toolu_fake{next(_ids):016d}" for _ in calls]
-        events = [message_start(model=self.model, input_tokens=input_tokens)]
+        tokens = 40 if input_tokens is None else input_tokens
+        events = [message_start(model=self.model, input_tokens=tokens)]
         if text:
             events.extend(text_block(0, text, chunks=2))
         first = 1 if text else 0
         for offset, ((name, tool_input), tool_id) in enumerate(zip(calls, ids, strict=True)):
             events.extend(tool_use_block(first + offset, tool_id, name, json.dumps(tool_input)))
         events.extend(message_end("tool_use", output_tokens))
-        self.reply_events(with_ping(events), delay_s=delay_s)
+        self.reply_events(with_ping(events), delay_s=delay_s, honest_usage=input_tokens is None)
         return ids
 
     def reply_tool_use(
@@ -347,10 +363,22 @@ class FakeAnthropicServer:
     def _answer(self, received: Received) -> Answer:
         with self._lock:
             self.requests.append(received)
+            number = len(self.requests)
+            self.cache_accounts.append(CacheAccount(0, 0, 0))  # filled in below
             scripted = self._script.popleft() if self._script else None
-        if scripted is None:
-            return _unscripted(received, len(self.requests))
-        return scripted(received) if callable(scripted) else scripted
+        answer = (
+            None if scripted is None else scripted(received) if callable(scripted) else scripted
+        )
+        # As the API, a request it refuses writes nothing to the cache.
+        served = answer is not None and answer.status == 200 and answer.body is None
+        account = self.prompt_cache.account(received.body, write=served)
+        with self._lock:
+            self.cache_accounts[number - 1] = account
+        if answer is None:
+            return _unscripted(received, number)
+        if answer.honest_usage:
+            answer = replace(answer, events=[_with_usage(e, account) for e in answer.events])
+        return answer
 
     def _count_tokens(self, received: Received) -> dict[str, Any]:
         with self._lock:
@@ -362,6 +390,19 @@ class FakeAnthropicServer:
         with self._lock:
             self.disconnects += 1
         self._disconnected.set()
+
+
+def _with_usage(event: Event, account: CacheAccount) -> Event:
+    name, data = event
+    if name != "message_start":
+        return event
+    usage = {
+        **data["message"]["usage"],
+        "input_tokens": account.input_tokens,
+        "cache_read_input_tokens": account.cache_read,
+        "cache_creation_input_tokens": account.cache_write,
+    }
+    return (name, {**data, "message": {**data["message"], "usage": usage}})
 
 
 def _unscripted(received: Received, number: int) -> Answer:

@@ -29,6 +29,8 @@ _ROUTES = (
     ("twilio", "POST", re.compile(r"^/2010-04-01/Accounts/[^/]+/Messages\.json$")),
     ("webhook", "POST", re.compile(r"^/hooks/reply$")),
     ("whatsapp", "POST", re.compile(r"^/[^/]+/messages$")),
+    # An API that echoes who you are (as GitHub's GET /user does): here, the token itself.
+    ("echo", "GET", re.compile(r"^/echo$")),
 )
 
 
@@ -112,6 +114,8 @@ class FakePlatforms:
     def _create(self, request: Received) -> dict[str, Any]:
         """Make the message (or find the one a nonce names) and answer like the platform."""
         body, kind = request.body, request.kind
+        if kind == "echo":
+            return {"authorization": request.headers.get("authorization")}
         if kind == "discord_channel" and body.get("enforce_nonce") and body.get("nonce"):
             known = self._nonces.get(str(body["nonce"]))
             if known is not None:
@@ -139,6 +143,9 @@ class FakePlatforms:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._serve("GET")
+
             def do_POST(self) -> None:
                 self._serve("POST")
 

@@ -322,7 +322,7 @@ def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings
         assert view is not None and view.turn.turn_type == "compaction"
         assert f"compacted into {view.turn.id}" in result.output
         assert view.turn.model == "scripted"  # the server's model, not the shell's
-        assert "keep dates" in rig.model.requests[-1].system
+        assert "keep dates" in rig.model.requests[-1].system_text
         assert not (tmp_path / "missing").exists()
     finally:
         database.dispose()

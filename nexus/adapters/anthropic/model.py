@@ -11,6 +11,7 @@ import anthropic
 import httpx2
 
 from nexus.adapters.anthropic.errors import to_model_error
+from nexus.engine.layers import mark_last_block
 from nexus.engine.model import (
     Block,
     ModelDone,
@@ -26,6 +27,7 @@ from nexus.ledger.records import TokenUsage
 
 # Blocks whose `input` streams as input_json_delta fragments.
 _INPUT_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+MAX_CACHE_BREAKPOINTS = 4  # per request, the API's limit
 _USAGE_FIELDS = {
     "input_tokens": "input_tokens",
     "output_tokens": "output_tokens",
@@ -88,8 +90,8 @@ class AnthropicModel:
 def _arguments(request: ModelRequest) -> dict[str, Any]:
     arguments: dict[str, Any] = {
         "model": request.model,
-        "system": request.system,
-        "messages": list(request.messages),
+        "system": request.system if isinstance(request.system, str) else list(request.system),
+        "messages": _cached_tail(request),
         "max_tokens": request.max_tokens,
     }
     if request.tools:
@@ -103,6 +105,32 @@ def _arguments(request: ModelRequest) -> dict[str, Any]:
         # SDK 1.x+ dropped sampling knobs from create()'s signature; the API still takes them.
         arguments["extra_body"] = {"temperature": request.temperature}
     return arguments
+
+
+def _cached_tail(request: ModelRequest) -> list[dict[str, Any]]:
+    """The messages, with a cache breakpoint on the last one when the request caches at all
+    (its system blocks carry one): the tool loop's next call, and the next turn, read
+    everything up to here from the cache. The API allows four breakpoints; the engine sets
+    two (after the stable layers, at the end of history), so this is the third."""
+    messages = list(request.messages)
+    if isinstance(request.system, str) or not messages:
+        return messages
+    marks = sum(1 for block in request.system if "cache_control" in block) + sum(
+        1
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and "cache_control" in block
+    )
+    if marks == 0 or marks >= MAX_CACHE_BREAKPOINTS:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if isinstance(content, list) and content and "cache_control" not in content[-1]:
+        messages[-1] = {**last, "content": mark_last_block(content)}
+    return messages
 
 
 @dataclass

@@ -280,7 +280,7 @@ def _interaction(encoded: str, body: bytes, occurred_at: int) -> NexusEvent:
     trigger = payload.get("trigger_id")
     provider_id = trigger if isinstance(trigger, str) and trigger else _digest(body)
     user = _obj(payload.get("user")).get("id")
-    return NexusEvent(
+    event = NexusEvent(
         id=bounded_id("slack:interaction:", provider_id),
         adapter="slack",
         platform="slack",
@@ -293,6 +293,30 @@ def _interaction(encoded: str, body: bytes, occurred_at: int) -> NexusEvent:
         occurred_at=occurred_at,
         raw=payload,
         ignore_reason=f"interactive payload {payload.get('type')} is not handled",
+    )
+    return _button_press(event, payload) if payload.get("type") == "block_actions" else event
+
+
+def _button_press(event: NexusEvent, payload: dict[str, Any]) -> NexusEvent:
+    """A pressed button is the person saying its value, in the thread its message was in.
+    Slack posts a link button's click here too; it has no value and is only recorded."""
+    actions = payload.get("actions")
+    pressed = _obj(actions[0]) if isinstance(actions, list) and actions else {}
+    value = pressed.get("value")
+    if not isinstance(value, str) or not value:
+        return event.model_copy(update={"ignore_reason": "a button press without a value"})
+    container, message = _obj(payload.get("container")), _obj(payload.get("message"))
+    thread = container.get("thread_ts") or message.get("thread_ts")
+    answered = container.get("message_ts") or message.get("ts")
+    return event.model_copy(
+        update={
+            "kind": "callback",
+            "ignore_reason": None,
+            "text": value,
+            "container": event.container or _container(container.get("channel_id"), None),
+            "platform_thread_id": str(thread) if thread else None,
+            "reply_to": str(answered) if answered else None,
+        }
     )
 
 

@@ -6,6 +6,7 @@ import hmac
 from typing import Any
 
 from nexus.adapters.inbound.base import (
+    ImmediateAnswer,
     InboundOutcome,
     InboundRequest,
     MalformedRequest,
@@ -72,7 +73,10 @@ class TelegramAdapter:
                     )
                 )
         if isinstance(update.get("callback_query"), dict):
-            return InboundOutcome(events=(_callback_event(event_id, update),))
+            return InboundOutcome(
+                events=(_callback_event(event_id, update),),
+                answer=_callback_answer(update["callback_query"]),
+            )
         kinds = sorted(key for key in update if key != "update_id")
         return InboundOutcome(
             events=(
@@ -163,9 +167,20 @@ def _message_event(event_id: str, update: dict[str, Any], message: dict[str, Any
     return event
 
 
+def _callback_answer(query: dict[str, Any]) -> ImmediateAnswer | None:
+    """Stop the button's spinner. Telegram takes a Bot API call as the webhook's answer, so
+    this needs no request of our own (and no token); its result is never known."""
+    query_id = query.get("id")
+    if not isinstance(query_id, str) or not query_id:
+        return None
+    return ImmediateAnswer({"method": "answerCallbackQuery", "callback_query_id": query_id})
+
+
 def _callback_event(event_id: str, update: dict[str, Any]) -> NexusEvent:
     query = update["callback_query"]
     message = query.get("message") if isinstance(query.get("message"), dict) else {}
+    # The keyboard's message tells the forum topic; the answer goes there, like a message's.
+    topic = message.get("message_thread_id") if message.get("is_topic_message") else None
     return NexusEvent(
         id=event_id,
         adapter="telegram",
@@ -173,6 +188,7 @@ def _callback_event(event_id: str, update: dict[str, Any]) -> NexusEvent:
         kind="callback",
         sender=_sender(query.get("from")),
         container=_container(message.get("chat")),
+        platform_thread_id=str(topic) if topic is not None else None,
         text=query.get("data"),
         reply_to=str(message["message_id"]) if "message_id" in message else None,
         occurred_at=unix_ms(message.get("date")),

@@ -39,7 +39,7 @@ class DiscordSender:
     def _follow_up(self, delivery: DeliveryRecord) -> SendResult:
         interaction = delivery.target["interaction"]
         webhook = f"{self._base}/webhooks/{interaction['application_id']}/{interaction['token']}"
-        body = {"content": delivery.text, "allowed_mentions": NO_MENTIONS}
+        body = {"content": delivery.text, "allowed_mentions": NO_MENTIONS, **_rich(delivery)}
         if delivery.chunk_index == 0:
             response = self._client.patch(f"{webhook}/messages/@original", json=body)
         else:
@@ -55,6 +55,7 @@ class DiscordSender:
             # The same nonce within a few minutes returns the message already created.
             "nonce": short_hash(delivery.idempotency_key or delivery.id),
             "enforce_nonce": True,
+            **_rich(delivery),
         }
         if delivery.target.get("reply_to"):
             body["message_reference"] = {
@@ -67,6 +68,11 @@ class DiscordSender:
             headers={"Authorization": f"Bot {self._token}"},
         )
         return classify(response, message_id=_message_id)
+
+
+def _rich(delivery: DeliveryRecord) -> dict[str, Any]:
+    """Embeds and buttons (the last chunk of a rich reply)."""
+    return {key: delivery.target[key] for key in ("embeds", "components") if key in delivery.target}
 
 
 def _message_id(body: Any) -> str | None:

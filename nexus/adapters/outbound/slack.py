@@ -40,6 +40,9 @@ class SlackSender:
             "text": delivery.text,
             "unfurl_links": False,
         }
+        if delivery.target.get("blocks"):
+            # The blocks are what is shown; `text` stays as the notification's words.
+            body["blocks"] = delivery.target["blocks"]
         if delivery.target.get("thread_ts"):
             body["thread_ts"] = delivery.target["thread_ts"]
         try:

@@ -35,6 +35,8 @@ class TelegramSender:
             body["parse_mode"] = target["parse_mode"]
         if target.get("message_thread_id") is not None:
             body["message_thread_id"] = target["message_thread_id"]
+        if target.get("reply_markup"):
+            body["reply_markup"] = target["reply_markup"]  # an inline keyboard, last chunk only
         if target.get("reply_to"):
             # If the message was deleted meanwhile, answer anyway rather than fail.
             body["reply_parameters"] = {

@@ -38,6 +38,7 @@ class WebhookSender:
                     "chunk": delivery.chunk_index,
                     "in_reply_to": delivery.target.get("in_reply_to"),
                     "text": delivery.text,
+                    **({"rich": delivery.target["rich"]} if "rich" in delivery.target else {}),
                 },
             },
             separators=(",", ":"),

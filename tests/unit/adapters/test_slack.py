@@ -553,20 +553,70 @@ def test_a_slash_command_is_placed_by_its_channel(
 
 def test_an_interactive_payload_is_recorded_not_refused() -> None:
     payload = {
-        "type": "block_actions",
+        "type": "view_submission",
         "team": {"id": "T9TK3CUKW", "domain": "example"},
         "user": {"id": "UA8RXUSPL", "name": "jtorrance"},
         "trigger_id": "12321423423.333649436676.d8c1bb837935619ccad0f624c448ffb3",
         "channel": {"id": "CBR2V3XEX", "name": "review-updates"},
-        "actions": [{"action_id": "approve", "value": "yes", "type": "button"}],
+        "view": {"id": "V1"},
     }
     outcome = _outcome(urlencode({"payload": json.dumps(payload)}).encode(), content_type=FORM)
     event = outcome.events[0]
     assert event.id == "slack:interaction:12321423423.333649436676.d8c1bb837935619ccad0f624c448ffb3"
     assert event.kind == "unsupported" and not event.routable
-    assert event.ignore_reason == "interactive payload block_actions is not handled"
+    assert event.ignore_reason == "interactive payload view_submission is not handled"
     assert event.space == "T9TK3CUKW" and _where(event) == ("channel", "CBR2V3XEX")
     assert event.sender is not None and event.sender.display_name == "jtorrance"
+
+
+def _block_actions(action: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A button press as Slack's interactivity posts it (the docs' block_actions example)."""
+    return {
+        "type": "block_actions",
+        "team": {"id": "T9TK3CUKW", "domain": "example"},
+        "user": {"id": "UA8RXUSPL", "username": "jtorrance", "name": "jtorrance"},
+        "api_app_id": "AABA1ABCD",
+        "trigger_id": "12466734323.1395872398.76a4bcb6c6dd4a63d2ee2e3e4d1cd4d8",
+        "container": {"type": "message", "message_ts": "1548261231.000200",
+                      "channel_id": "CBR2V3XEX", "is_ephemeral": False},
+        "channel": {"id": "CBR2V3XEX", "name": "review-updates"},
+        "message": {"type": "message", "ts": "1548261231.000200", "text": "Pay?"},
+        "response_url": "https://hooks.slack.com/actions/AABA1ABCD/1232321423432/D09sSasdasdAS9",
+        "actions": [{"type": "button", "block_id": "nexus_row_0", "action_ts": "1548426417.840180",
+                     **action}],
+        **extra,
+    }  # fmt: skip
+
+
+def _press(payload: dict[str, Any]) -> NexusEvent:
+    outcome = _outcome(urlencode({"payload": json.dumps(payload)}).encode(), content_type=FORM)
+    assert outcome.answer is None  # Slack wants an empty 200 within 3 s; nothing else
+    event: NexusEvent = outcome.events[0]
+    return event
+
+
+def test_a_button_press_is_the_person_saying_its_value() -> None:
+    event = _press(_block_actions({"action_id": "nexus_0_0", "value": "pay",
+                                   "text": {"type": "plain_text", "text": "Pay now"}}))  # fmt: skip
+    assert event.id == "slack:interaction:12466734323.1395872398.76a4bcb6c6dd4a63d2ee2e3e4d1cd4d8"
+    assert (event.kind, event.routable, event.text) == ("callback", True, "pay")
+    assert event.space == "T9TK3CUKW" and _where(event) == ("channel", "CBR2V3XEX")
+    assert event.sender is not None and event.sender.id == "UA8RXUSPL"
+    assert event.reply_to == "1548261231.000200" and event.platform_thread_id is None
+
+
+def test_a_button_press_in_a_thread_stays_in_the_thread() -> None:
+    payload = _block_actions({"action_id": "nexus_0_1", "value": "later"})
+    payload["container"]["thread_ts"] = "1548261200.000100"
+    payload["message"]["thread_ts"] = "1548261200.000100"
+    event = _press(payload)
+    assert event.routable and event.platform_thread_id == "1548261200.000100"
+
+
+def test_a_link_button_click_is_recorded_not_answered() -> None:
+    event = _press(_block_actions({"action_id": "nexus_1_0", "url": "https://example.com"}))
+    assert event.kind == "unsupported" and not event.routable
+    assert event.ignore_reason == "a button press without a value"
 
 
 def test_an_interactive_payload_without_a_trigger_is_named_by_its_bytes() -> None:

@@ -188,6 +188,12 @@ def test_service_message_is_ignored_with_a_reason() -> None:
     assert event.ignore_reason == "service message (forum_topic_created)"
 
 
+def _pressed(update: dict[str, Any]) -> Any:
+    outcome = adapter.parse(_request(update))
+    [event] = outcome.events
+    return event
+
+
 def test_callback_query_routes_its_data() -> None:
     update = {
         "update_id": 10001,
@@ -202,10 +208,44 @@ def test_callback_query_routes_its_data() -> None:
             },
         },
     }
-    event = _parse(update)
+    event = _pressed(update)
     assert event.kind == "callback" and event.routable
     assert event.text == "Data from button callback"
     assert event.reply_to == "77"
+
+
+def test_a_callback_is_acknowledged_in_the_webhooks_answer() -> None:
+    update = {
+        "update_id": 10003,
+        "callback_query": {"id": "4382bfdwdsb323b2d9", "data": "pay", "from": {"id": 1}},
+    }
+    outcome = TelegramAdapter(SECRET).parse(_request(update))
+    assert outcome.answer is not None
+    assert outcome.answer.body == {
+        "method": "answerCallbackQuery",
+        "callback_query_id": "4382bfdwdsb323b2d9",
+    }
+    assert outcome.events[0].routable
+
+
+def test_a_callback_in_a_forum_topic_is_answered_in_the_topic() -> None:
+    update = {
+        "update_id": 10002,
+        "callback_query": {
+            "id": "4382bfdwdsb323b2e0",
+            "data": "pay",
+            "from": {"id": 1111111, "first_name": "Ann", "is_bot": False},
+            "message": {
+                "message_id": 78,
+                "message_thread_id": 5,
+                "is_topic_message": True,
+                "date": 1441645532,
+                "chat": {"id": -1001234, "type": "supergroup", "is_forum": True},
+            },
+        },
+    }
+    event = _pressed(update)
+    assert event.routable and event.text == "pay" and event.platform_thread_id == "5"
 
 
 def test_unknown_update_types_are_recorded_as_unsupported() -> None:

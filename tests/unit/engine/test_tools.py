@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from nexus.engine.builtin_tools import builtin_registry
+from nexus.engine.builtin_tools import MAX_COMPACTION_INSTRUCTIONS, builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.model import ToolSpec
 from nexus.engine.permissions import ToolPermissions
 from nexus.engine.toolbox import Toolbox
-from nexus.engine.tools import Tool, ToolContext, ToolFailure, ToolRegistry
+from nexus.engine.tools import (
+    AfterTurn,
+    CompactionAsk,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolRegistry,
+)
 
 CONTEXT = ToolContext(
     session_id="s", session_label="dm:x", turn_id="t", persona_id="p", now_ms=1_767_225_600_000
@@ -30,6 +38,34 @@ def test_current_time_uses_the_engine_clock_and_zone() -> None:
     assert paris.result["iso"] == "2026-01-01T01:00:00+01:00"
     bad = box.execute("current_time", {"timezone": "Mars/Olympus"}, CONTEXT)
     assert bad.status == "failed" and "time zone" in (bad.error or "")
+
+
+def test_compact_context_asks_once_per_turn_for_after_the_turn() -> None:
+    box = Toolbox(builtin_registry(), ToolPermissions(), ["compact_context"])
+    after = AfterTurn()
+    turn = replace(CONTEXT, after_turn=after)
+    first = box.execute(
+        "compact_context", {"instructions": "  the invoices  "}, replace(turn, call_id="a")
+    )
+    assert first.status == "completed" and first.result["status"] == "scheduled"
+    assert after.compaction == CompactionAsk(instructions="the invoices", call_id="a")
+    again = box.execute("compact_context", {"instructions": "other"}, replace(turn, call_id="b"))
+    assert again.status == "completed"
+    assert (again.result["status"], again.result["instructions"]) == (
+        "already_scheduled",
+        "the invoices",
+    )
+    assert after.compaction.call_id == "a"  # the first ask stands
+    fresh = AfterTurn()
+    long = "x" * (MAX_COMPACTION_INSTRUCTIONS + 1)
+    refused = box.execute(
+        "compact_context", {"instructions": long}, replace(CONTEXT, after_turn=fresh)
+    )
+    assert refused.status == "failed" and fresh.compaction is None
+    wrong = box.execute("compact_context", {"instructions": 3}, replace(CONTEXT, after_turn=fresh))
+    assert wrong.status == "failed" and fresh.compaction is None
+    box.execute("compact_context", {"instructions": "   "}, replace(CONTEXT, after_turn=fresh))
+    assert fresh.compaction == CompactionAsk(instructions=None, call_id=None)
 
 
 def test_denied_and_ungranted_tools_never_run() -> None:
@@ -79,6 +115,6 @@ def test_capabilities_apply_in_order_and_unavailable_ones_are_refused() -> None:
     assert resolved.tool_names == ("current_time", "noop")
     assert len(resolved.prompt_additions) == 1 and "current_time" in resolved.prompt_additions[0]
     with pytest.raises(ValueError, match="not available yet"):
-        registry.resolve(["sandbox"])
+        registry.resolve(["file_system"])
     with pytest.raises(ValueError, match="unknown capability"):
         registry.resolve(["telepathy"])

@@ -1,0 +1,176 @@
+"""Credentials (seed 000 `Permissions.credentials`): which secrets a tool gets, and scrubbing.
+
+A persona lists credential ids; a tool declares the ids it needs. The secret itself is
+looked up only when a call needs it (a `SecretSource`), handed to that call alone, and
+every value the turn stores or shows afterwards has it replaced by `[redacted]`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
+from typing import Any, Protocol, TypeVar
+
+import yaml
+from pydantic import BaseModel
+
+from nexus.logs import REDACTED
+
+# Lower case, so that an id names one environment variable (NEXUS_CREDENTIAL_<ID>).
+CREDENTIAL_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+_CREDENTIAL_ID = re.compile(CREDENTIAL_ID_PATTERN)
+ENV_PREFIX = "NEXUS_CREDENTIAL_"
+MAX_CREDENTIALS = 64
+# Shorter values could not be scrubbed without mangling ordinary text (as in nexus/logs.py).
+MIN_SECRET_LENGTH = 4
+T = TypeVar("T")
+
+
+class CredentialError(Exception):
+    """A credential that cannot be handed out (not configured, or its file is bad); the
+    message names the credential and the place, never a secret."""
+
+
+class SecretSource(Protocol):
+    def secret(self, credential_id: str) -> str:
+        """The secret for the id; CredentialError when there is none."""
+        ...
+
+
+class NoSecrets:
+    """A deployment that configured no credentials."""
+
+    def secret(self, credential_id: str) -> str:
+        raise CredentialError(
+            f"credential {credential_id!r} is not configured (set {env_name(credential_id)})"
+        )
+
+
+def env_name(credential_id: str) -> str:
+    return ENV_PREFIX + credential_id.upper()
+
+
+def credential_ids(value: Any) -> tuple[str, ...]:
+    """Read `permissions.credentials`: a list of distinct credential ids."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError("permissions.credentials must be a list of credential ids")
+    if len(value) > MAX_CREDENTIALS:
+        raise ValueError(f"permissions.credentials lists more than {MAX_CREDENTIALS} ids")
+    for item in value:
+        if not _CREDENTIAL_ID.match(item):
+            raise ValueError(
+                f"permissions.credentials: {item!r} is not a credential id (lower-case letters, "
+                "digits and _, starting with a letter, at most 64 characters)"
+            )
+    if len(set(value)) != len(value):
+        raise ValueError("permissions.credentials lists an id twice")
+    return tuple(value)
+
+
+def parse_secrets(text: str, kind: str, where: str) -> dict[str, str]:
+    """A secrets file's mapping of credential id → secret. `kind` is json, toml or yaml.
+
+    Errors say where and what is wrong, never what the file holds: a parser's own message
+    may quote the offending line, which may be a secret.
+    """
+    try:
+        if kind == "json":
+            loaded: Any = json.loads(text)
+        elif kind == "toml":
+            loaded = tomllib.loads(text)
+        elif kind == "yaml":
+            loaded = yaml.safe_load(text)
+        else:
+            raise CredentialError(f"{where}: unknown format {kind!r} (use .json, .toml or .yaml)")
+    except (ValueError, yaml.YAMLError) as error:
+        raise CredentialError(f"{where}: not valid {kind.upper()}{_position(error)}") from None
+    if not isinstance(loaded, dict):
+        raise CredentialError(f"{where}: must hold a mapping of credential id to secret")
+    secrets: dict[str, str] = {}
+    for key, value in loaded.items():
+        if not isinstance(key, str) or not _CREDENTIAL_ID.match(key):
+            raise CredentialError(f"{where}: {str(key)[:64]!r} is not a credential id")
+        if not isinstance(value, str):
+            raise CredentialError(f"{where}: the secret of {key!r} must be a string")
+        secrets[key] = value
+    return secrets
+
+
+def _position(error: BaseException) -> str:
+    """Only the line number: TOML's message has it in words, YAML's in a mark."""
+    line = getattr(error, "lineno", None)
+    mark = getattr(error, "problem_mark", None)
+    if line is None and mark is not None:
+        line = mark.line + 1
+    if line is None:
+        found = re.search(r"line (\d+)", str(error))
+        line = int(found.group(1)) if found else None
+    return f" (line {line})" if line is not None else ""
+
+
+class Secrets(Mapping[str, str]):
+    """The secrets one call was given; its repr names the ids only, so a log of the tool
+    context or a traceback's locals shows no secret."""
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._values = dict(values or {})
+
+    def __getitem__(self, key: str) -> str:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Secrets({sorted(self._values)})"
+
+
+class Scrubber:
+    """Replaces every secret it was told of with [redacted], deep inside JSON-like values
+    and ledger drafts; anything that holds none is returned as it was."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets: set[str] = set()
+        for secret in secrets:
+            self.add(secret)
+
+    def add(self, secret: str) -> None:
+        if len(secret) < MIN_SECRET_LENGTH:
+            raise ValueError("a secret shorter than 4 characters cannot be scrubbed")
+        self._secrets.add(secret)
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def text(self, value: str) -> str:
+        # Longest first: a secret containing another leaves no partial leftovers.
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        return value
+
+    def scrub(self, value: T) -> T:
+        if not self._secrets:
+            return value
+        return self._scrub(value)  # type: ignore[no-any-return]
+
+    def _scrub(self, value: Any) -> Any:
+        if isinstance(value, Enum):
+            return value
+        if isinstance(value, str):
+            return self.text(value) if any(s in value for s in self._secrets) else value
+        if isinstance(value, dict):
+            return {self._scrub(k): self._scrub(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self._scrub(item) for item in value)
+        if isinstance(value, BaseModel):
+            fields = type(value).model_fields
+            return value.model_copy(
+                update={name: self._scrub(getattr(value, name)) for name in fields}
+            )
+        return value
