@@ -34,6 +34,9 @@ from nexus.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
+    from pydantic import SecretStr
+
+    from nexus.adapters.platform_files import PlatformFiles
 
 log = structlog.get_logger(__name__)
 
@@ -206,6 +209,27 @@ class Nexus:
                 self.settings.context_cache_sessions, turns=self.settings.context_cache_turns
             ),
             workspace=Workspace(default_directory(self.settings.workspace_dir)),
+            attachments=self.platform_files,
+        )
+
+    @cached_property
+    def platform_files(self) -> PlatformFiles:
+        """Where the engine fetches inbound files that need a platform's token to open."""
+        from nexus.adapters.platform_files import PlatformFiles
+
+        settings = self.settings
+
+        def secret(value: SecretStr | None) -> str | None:
+            return value.get_secret_value() if value is not None else None
+
+        return PlatformFiles(
+            max_bytes=settings.attachment_max_bytes,
+            timeout_s=settings.attachment_fetch_timeout_seconds,
+            telegram_token=secret(settings.telegram_bot_token),
+            telegram_api_base=settings.telegram_api_base,
+            slack_token=secret(settings.slack_bot_token),
+            whatsapp_token=secret(settings.whatsapp_access_token),
+            whatsapp_api_base=settings.whatsapp_api_base,
         )
 
     @cached_property
@@ -307,6 +331,8 @@ class Nexus:
         self.database.dispose()
         if "hook_pool" in self.__dict__:
             self.hook_pool.close()
+        if "platform_files" in self.__dict__:
+            self.platform_files.close()
 
 
 def bootstrap(

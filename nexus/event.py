@@ -11,6 +11,10 @@ EventKind = Literal["message", "edit", "callback", "status", "system", "bot_echo
 
 # Only these kinds become turns; the rest are stored with a disposition and go no further.
 ROUTABLE_KINDS: frozenset[str] = frozenset({"message", "callback"})
+# Attachments kept per event: more than any platform sends at once (Telegram albums and
+# Discord messages hold 10, Slack 10 files), few enough that a hostile body stays small.
+MAX_ATTACHMENTS = 20
+MAX_COUNT = 2**53  # sizes, pixels and seconds: JSON numbers every reader takes exactly
 
 
 class Author(BaseModel):
@@ -31,13 +35,23 @@ class Container(BaseModel):
 
 
 class Attachment(BaseModel):
+    """A file that came with a message: its metadata only, never its bytes.
+
+    The bounds are a last guard; adapters build attachments through
+    `nexus.adapters.inbound.attachments`, which clips what a platform sends to fit them.
+    """
+
     model_config = ConfigDict(frozen=True)
 
-    kind: str  # photo, voice, document, video, sticker, image, audio, location, ...
-    ref: str | None = None  # the platform's file id or URL
-    mime_type: str | None = None
-    name: str | None = None
-    size: int | None = None
+    kind: str = Field(max_length=32)  # image, document, voice, audio, video, sticker, file
+    file_id: str | None = Field(default=None, max_length=512)  # the platform's own id
+    url: str | None = Field(default=None, max_length=2048)  # where the platform serves it
+    mime_type: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=255)
+    size: int | None = Field(default=None, ge=0, le=MAX_COUNT)  # bytes
+    width: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    height: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    duration: int | None = Field(default=None, ge=0, le=MAX_COUNT)  # seconds
 
 
 class NexusEvent(BaseModel):
@@ -60,7 +74,7 @@ class NexusEvent(BaseModel):
     container: Container | None = None
     platform_thread_id: str | None = None  # a thread or forum topic inside the container
     text: str | None = None
-    attachments: tuple[Attachment, ...] = ()
+    attachments: tuple[Attachment, ...] = Field(default=(), max_length=MAX_ATTACHMENTS)
     reply_to: str | None = None  # the platform message id this one answers
     message_id: str | None = None  # the platform's id of this message, for replies
     occurred_at: int  # Unix milliseconds, as the platform dated it

@@ -103,6 +103,11 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_starttls: bool = True
     email_from: str | None = None
+    # Inbound images and PDFs the model reads but cannot open by URL (Telegram, Slack,
+    # WhatsApp Cloud) are fetched at turn time with the tokens above: at most this many
+    # bytes (the Messages API takes images up to 5 MB), within this many seconds.
+    attachment_max_bytes: int = Field(default=5_000_000, ge=1024)
+    attachment_fetch_timeout_seconds: float = Field(default=10.0, gt=0)
 
     # Delivery: attempts per chunk, and how long a send may take before another worker
     # looks at it again.

@@ -242,4 +242,5 @@ def _text(value: bytes | str) -> str:
 
 def _query(fields: dict[str, Any]) -> QueryMessage:
     fields["source"] = MessageSource(fields.get("source") or MessageSource.HUMAN)
+    fields["attachments"] = tuple(fields.get("attachments") or ())  # JSON gave a list
     return QueryMessage(**fields)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus.engine import budget, layers
+from nexus.engine.attachments import attachment_blocks
 from nexus.engine.model import THINKING_BLOCKS, Block, ModelRequest, ToolSpec
 from nexus.engine.query import QueryMessage
 from nexus.ledger.enums import MessageRole
@@ -67,13 +68,20 @@ def _context_order(context: dict[str, Any]) -> list[str]:
 
 
 def user_blocks(content: dict[str, Any]) -> list[Block]:
-    """A stored user message as the model sees it: its event context, then its text."""
+    """A stored user message as the model sees it: its event context, its text, then its
+    attachments (see nexus.engine.attachments); a message that is only files has no text."""
     blocks: list[Block] = []
     context = content.get("context")
     if isinstance(context, dict) and context:
         described = ", ".join(f"{key}: {context[key]}" for key in _context_order(context))
         blocks.append({"type": "text", "text": f"[event] {described}"})
-    blocks.append({"type": "text", "text": str(content.get("text", ""))})
+    files = content.get("attachments")
+    text = str(content.get("text", ""))
+    if text or not files:
+        blocks.append({"type": "text", "text": text})
+    if isinstance(files, list) and files:
+        platform = context.get("platform") if isinstance(context, dict) else None
+        blocks.extend(attachment_blocks([f for f in files if isinstance(f, dict)], platform))
     return blocks
 
 

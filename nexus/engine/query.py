@@ -19,6 +19,8 @@ class QueryMessage:
     sender_name: str | None = None
     sender_id: str | None = None
     occurred_at: int | None = None  # Unix ms
+    # The event's files (nexus.event.Attachment as stored): metadata only, never bytes.
+    attachments: tuple[dict[str, Any], ...] = ()
     # A `steer` (not `steer-backlog`) message: worth one more model call after an answer
     # that had no tool boundary left, rather than waiting for the next turn.
     extends_answer: bool = False
@@ -40,4 +42,7 @@ class QueryMessage:
 
     def content(self) -> dict[str, Any]:
         """The ledger's `messages.content` for this query (Everruns' user schema + context)."""
-        return {"text": self.text, "context": self.context()}
+        content: dict[str, Any] = {"text": self.text, "context": self.context()}
+        if self.attachments:
+            content["attachments"] = [dict(item) for item in self.attachments]
+        return content

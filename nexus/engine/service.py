@@ -14,6 +14,7 @@ from typing import Any
 
 from nexus.db import Database, UnitOfWork
 from nexus.engine import budget, compaction_policy
+from nexus.engine.attachments import AttachmentSource, WithAttachments
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
@@ -123,6 +124,8 @@ class Engine:
     summary_model: str | None = None
     # Layer 1 of the context: AGENTS.md and identity files (none: no workspace layer).
     workspace: Workspace | None = None
+    # Fetches files the model may read but not open by URL itself (they need a token).
+    attachments: AttachmentSource | None = None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -425,7 +428,7 @@ class Engine:
     ) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
-            model=self.model_for(config.model),
+            model=WithAttachments(self.model_for(config.model), self.attachments),
             toolbox=toolbox,
             signals=self.signals,
             publisher=self.publisher,

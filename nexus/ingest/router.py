@@ -350,6 +350,7 @@ def _signal_running_turn(
             sender_name=event.sender_name,
             sender_id=event.sender_id,
             occurred_at=event.occurred_at,
+            attachments=event.attachments,
             extends_answer=mode == QueueMode.STEER,
             model_overrides=event.model_overrides,
         )

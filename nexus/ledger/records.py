@@ -377,6 +377,7 @@ class EventRecord(Record):
     container_id: str | None
     platform_thread_id: str | None
     text: str | None
+    attachments: tuple[dict[str, Any], ...] = ()  # nexus.event.Attachment, as stored
     reply_to: str | None
     message_id: str | None
     occurred_at: int

@@ -412,5 +412,6 @@ def _query(item: QueueItemRecord, event: EventRecord | None) -> QueryMessage:
         sender_name=event.sender_name,
         sender_id=event.sender_id,
         occurred_at=event.occurred_at,
+        attachments=event.attachments,
         model_overrides=event.model_overrides,
     )

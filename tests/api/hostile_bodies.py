@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from hypothesis import strategies as st
 
-from tests.api.inbound_support import CASES
+from tests.api.inbound_support import CASES, MEDIA_BODIES
 
 DEEP = "\x01deep\x01"  # a marker replaced by nesting too deep to build as Python objects
 SURROGATE = "lone \ud800 surrogate"
@@ -55,9 +55,10 @@ def _dumped(payload: Any, depth: int) -> bytes:
 
 
 @st.composite
-def json_body(draw: st.DrawFn, name: str) -> bytes:
-    """The adapter's valid body with one to four fields (or new keys) made hostile."""
-    payload = json.loads(CASES[name][1])
+def json_body(draw: st.DrawFn, name: str, media: bool = False) -> bytes:
+    """The adapter's valid body (or its body with attachments) with one to four fields (or
+    new keys) made hostile."""
+    payload = json.loads(MEDIA_BODIES[name] if media else CASES[name][1])
     paths = _paths(payload)
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         path = draw(st.sampled_from(paths))
@@ -84,11 +85,24 @@ def twilio_body(draw: st.DrawFn) -> bytes:
         "From": "+14155550100",
         "To": "+14155550199",
         "Body": "hi",
-        "NumMedia": "0",
+        "NumMedia": "2",
+        "MediaUrl0": "https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM1/Media/ME1",
+        "MediaContentType0": "image/jpeg",
         "SmsStatus": "received",
     }
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        key = draw(st.sampled_from([*form, "MediaUrl0", "MessageStatus", "ProfileName"]))
+        key = draw(
+            st.sampled_from(
+                [
+                    *form,
+                    "MediaUrl0",
+                    "MediaContentType0",
+                    "MediaUrl9",
+                    "MessageStatus",
+                    "ProfileName",
+                ]
+            )
+        )
         form[key] = draw(_form_value)
     return urlencode(form).encode("utf-8", "surrogatepass")
 
@@ -116,12 +130,12 @@ def email_body(draw: st.DrawFn) -> bytes:
     return (lines + "\n" + draw(st.text(max_size=200)) + "\n").encode("utf-8", "surrogatepass")
 
 
-def body_for(name: str) -> st.SearchStrategy[bytes]:
+def body_for(name: str, media: bool = False) -> st.SearchStrategy[bytes]:
     if name == "twilio":
         return twilio_body()
     if name == "email":
         return email_body()
-    return json_body(name)
+    return json_body(name, media)
 
 
 # Headers that are themselves ids: the GUID and the Standard Webhooks id, long or odd.

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi.testclient import TestClient
@@ -248,6 +249,43 @@ CASES: dict[str, tuple[Signer, bytes, str, bool]] = {
         json_bytes({"type": "message", "data": {"text": "hi"}}),
         "webhook:msg_1",
         True,
+    ),
+}
+
+
+def _with(name: str, change: Callable[[Any], None]) -> bytes:
+    payload = json.loads(CASES[name][1])
+    change(payload)
+    return json_bytes(payload)
+
+
+_FILE = {"id": "F1", "name": "a.png", "mimetype": "image/png", "size": 5, "url_private": "u"}
+_DISCORD_FILE = {"id": "7", "filename": "a.png", "content_type": "image/png", "url": "u", "size": 5}
+# A valid body of each JSON adapter that carries attachments, for the hostile tests to spoil.
+MEDIA_BODIES: dict[str, bytes] = {
+    "telegram": _with(
+        "telegram",
+        lambda p: p["message"].update(
+            photo=[{"file_id": "s", "width": 90, "height": 90}, {"file_id": "l", "width": 800}],
+            document={"file_id": "d", "file_name": "q.pdf", "mime_type": "application/pdf"},
+        ),
+    ),
+    "slack": _with("slack", lambda p: p["event"].update(files=[_FILE, {**_FILE, "id": "F2"}])),
+    "discord": _with(
+        "discord",
+        lambda p: p["data"].update(
+            options=[{"name": "f", "type": 11, "value": "7"}],
+            resolved={"attachments": {"7": _DISCORD_FILE}},
+        ),
+    ),
+    "whatsapp": _with(
+        "whatsapp",
+        lambda p: p["entry"][0]["changes"][0]["value"]["messages"][0].update(
+            type="image", image={"id": "m1", "mime_type": "image/jpeg", "caption": "c"}
+        ),
+    ),
+    "webhook": _with(
+        "webhook", lambda p: p["data"].update(attachments=[{"url": "u", "mime_type": "image/png"}])
     ),
 }
 

@@ -18,6 +18,7 @@ from tests.api.hostile_bodies import body_for, header_overrides
 from tests.api.inbound_support import (
     BASE,
     CASES,
+    MEDIA_BODIES,
     NOW_S,
     SECRET,
     Delivery,
@@ -53,9 +54,13 @@ def _stored(database: Database, ids: list[str]) -> list[str]:
         return [i for i in ids if uow.ledger.events.get(i) is None]
 
 
-@pytest.mark.parametrize("name", ADAPTERS)
+@pytest.mark.parametrize(
+    ("name", "media"),
+    [(name, False) for name in ADAPTERS] + [(name, True) for name in sorted(MEDIA_BODIES)],
+    ids=[*ADAPTERS, *(f"{name}-attachments" for name in sorted(MEDIA_BODIES))],
+)
 def test_signed_hostile_bodies_never_5xx_and_every_2xx_is_stored(
-    database: Database, name: str
+    database: Database, name: str, media: bool
 ) -> None:
     client = app_client(database)
     signer = CASES[name][0]
@@ -68,7 +73,7 @@ def test_signed_hostile_bodies_never_5xx_and_every_2xx_is_stored(
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(body=body_for(name), extra=header_overrides(name))
+    @given(body=body_for(name, media), extra=header_overrides(name))
     def delivered(body: bytes, extra: dict[str, str]) -> None:
         signed = signer(body, SECRET, NOW_S)
         delivery = Delivery({**signed.headers, **extra}, body)

@@ -85,6 +85,7 @@ def test_steering_messages_are_taken_once_in_order(coordination: Coordination) -
         platform="telegram",
         sender_name="Ada",
         occurred_at=5,
+        attachments=({"kind": "voice", "file_id": "AwAD", "duration": 5},),
     )
     coordination.steer("s1", first)
     coordination.steer("s1", QueryMessage(text="two", queue_item_id="q2"))

@@ -93,6 +93,47 @@ def test_queue_mode_answers_each_item_once_in_order(database: Database, clock: F
     assert len({items[i].consumed_by_turn_id for i in ids}) == 5
 
 
+def test_a_message_that_is_only_a_photo_reaches_the_model_and_the_ledger(
+    database: Database, clock: FakeClock
+) -> None:
+    setup = _setup(database, clock)
+    photo = {"kind": "image", "file_id": "AgAC", "mime_type": "image/jpeg", "size": 900}
+    with database.unit_of_work() as uow:
+        uow.ledger.events.insert(
+            EventDraft(
+                id="telegram:1",
+                adapter="telegram",
+                platform="telegram",
+                attachments=(photo,),
+                occurred_at=clock.now,
+            )
+        )
+        uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=setup.session_id, event_id="telegram:1", mode=QueueMode.QUEUE)
+        )
+        uow.commit()
+    seen: list[object] = []
+
+    def look(request: object) -> Say:
+        seen.append(request)
+        return Say("a photo")
+
+    setup.rig.model.push(look)
+    assert setup.runner.run(setup.session_id).turns == 1
+    with database.unit_of_work() as uow:
+        session = uow.ledger.sessions.get(setup.session_id)
+        assert session is not None and session.thread_id is not None
+        (view,) = uow.ledger.threads.read_ancestry(session.thread_id)
+    assert view.messages[0].content["attachments"] == [photo]
+    (request,) = seen
+    shown = [b.get("text") for b in request.messages[0]["content"]]  # type: ignore[attr-defined]
+    # No empty text block; the photo is described (the scripted engine has no file source).
+    assert shown[1:] == [
+        "[attachment] image, image/jpeg, 900 bytes",
+        "(the image is not shown: no way to fetch it here)",
+    ]
+
+
 def test_collect_waits_for_the_quiet_window_then_runs_one_turn(
     database: Database, clock: FakeClock
 ) -> None:

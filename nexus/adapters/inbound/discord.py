@@ -7,6 +7,7 @@ from typing import Any
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
+from nexus.adapters.inbound.attachments import attachment, capped, kind_of
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -125,23 +126,29 @@ def _command_text(data: dict[str, Any]) -> str:
 
 
 def _attachments(data: dict[str, Any]) -> tuple[Attachment, ...]:
-    # Attachment options carry only an id as their value; the files are in data.resolved.
-    resolved = _obj(_obj(data.get("resolved")).get("attachments"))
-    found: list[Attachment] = []
-    for item in resolved.values():
-        file = _obj(item)
-        mime_type = file.get("content_type")
-        major = mime_type.split("/", 1)[0] if isinstance(mime_type, str) else ""
-        found.append(
-            Attachment(
-                kind=major if major in ("image", "audio", "video") else "file",
-                ref=file.get("url"),
-                mime_type=mime_type,
-                name=file.get("filename"),
-                size=file.get("size"),
-            )
-        )
-    return tuple(found)
+    """Files given to a command's attachment options, and those of the message a message
+    command was used on: both sit in data.resolved (options carry only their ids)."""
+    resolved = _obj(data.get("resolved"))
+    files = list(_obj(resolved.get("attachments")).values())
+    target = _obj(_obj(resolved.get("messages")).get(str(data.get("target_id"))))
+    if isinstance(target.get("attachments"), list):
+        files.extend(target["attachments"])
+    return capped(_attachment(_obj(file)) for file in files)
+
+
+def _attachment(file: dict[str, Any]) -> Attachment:
+    # The CDN URL is signed and public for a while: the model can be handed it as is.
+    return attachment(
+        kind_of(file.get("content_type")),
+        file_id=file.get("id"),
+        url=file.get("url"),
+        mime_type=file.get("content_type"),
+        name=file.get("filename"),
+        size=file.get("size"),
+        width=file.get("width"),
+        height=file.get("height"),
+        duration=file.get("duration_secs"),
+    )
 
 
 def _event(interaction_id: str, interaction: dict[str, Any]) -> NexusEvent:

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
 
+from nexus.adapters.inbound.attachments import attachment, capped, kind_of
 from nexus.event import Attachment
 
 # Where quoted history starts: "On <date>, <someone> wrote:" (clients fold it over two
@@ -175,14 +176,14 @@ def mime_attachments(message: EmailMessage) -> tuple[Attachment, ...]:
             continue
         payload = part.get_payload(decode=True)
         found.append(
-            Attachment(
-                kind="file",
+            attachment(
+                kind_of(part.get_content_type()),
                 name=_clean(filename) if filename else None,
                 mime_type=part.get_content_type(),
                 size=len(payload) if isinstance(payload, bytes) else None,
             )
         )
-    return tuple(found)
+    return capped(found)
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -227,19 +228,19 @@ def gmail_parts(
         mime, body = part.get("mimeType"), _obj(part.get("body"))
         if part.get("filename"):
             attachments.append(
-                Attachment(
-                    kind="file",
-                    ref=body.get("attachmentId"),
+                attachment(
+                    kind_of(mime),
+                    file_id=body.get("attachmentId"),
                     name=str(part["filename"]),
-                    mime_type=mime if isinstance(mime, str) else None,
-                    size=body.get("size") if isinstance(body.get("size"), int) else None,
+                    mime_type=mime,
+                    size=body.get("size"),
                 )
             )
         elif mime == "text/plain" and plain is None:
             plain = _gmail_data(part)
         elif mime == "text/html" and html is None:
             html = _gmail_data(part)
-    return plain, html, tuple(attachments)
+    return plain, html, capped(attachments)
 
 
 def without_attachment_bytes(part: dict[str, Any]) -> dict[str, Any]:

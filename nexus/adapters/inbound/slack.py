@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from nexus.adapters.inbound.attachments import attachment, capped, kind_of
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -152,26 +153,32 @@ def _sender(said: dict[str, Any]) -> Author | None:
     return Author(id=user, display_name=name or None, is_bot=_is_bot(said))
 
 
-def _attachment_kind(mime_type: Any) -> str:
-    major = mime_type.split("/", 1)[0] if isinstance(mime_type, str) else ""
-    return major if major in ("image", "audio", "video") else "file"
-
-
 def _files(said: dict[str, Any]) -> tuple[Attachment, ...]:
     files = said.get("files")
     if not isinstance(files, list):
         return ()
-    return tuple(
-        Attachment(
-            kind=_attachment_kind(f.get("mimetype")),
-            ref=f.get("url_private") or f.get("id"),
+    # url_private needs the bot token to fetch; the id is what files.info takes.
+    return capped(
+        attachment(
+            kind_of(f.get("mimetype")),
+            file_id=f.get("id"),
+            url=f.get("url_private"),
             name=f.get("name"),
             mime_type=f.get("mimetype"),
             size=f.get("size"),
+            width=f.get("original_w"),
+            height=f.get("original_h"),
+            duration=_seconds(f.get("duration_ms")),
         )
         for f in files
         if isinstance(f, dict)
     )
+
+
+def _seconds(ms: Any) -> int | None:
+    if isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0:
+        return round(ms / 1000)
+    return None
 
 
 def _event(event_id: str, payload: dict[str, Any], event: dict[str, Any]) -> NexusEvent:

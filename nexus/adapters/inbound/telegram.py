@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
+from nexus.adapters.inbound.attachments import attachment, capped, obj
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -25,8 +26,12 @@ _CONTAINER_KINDS: dict[str, ContainerKind] = {
     "supergroup": "group",
     "channel": "channel",
 }
-# Attachment-bearing fields of a Message; photos come as several sizes, largest last.
-_MEDIA = ("voice", "audio", "document", "video", "video_note", "animation", "sticker", "story")
+# Attachment-bearing fields of a Message and the kind each is recorded as; photos come as
+# several sizes, largest last. A round video note is square: `length` is its side.
+_MEDIA = {
+    "voice": "voice", "audio": "audio", "document": "document", "video": "video",
+    "video_note": "video", "animation": "video", "sticker": "sticker", "story": "story",
+}  # fmt: skip
 # Service messages: facts about the chat, not something anyone said to the bot.
 _SERVICE = (
     "forum_topic_created", "forum_topic_edited", "forum_topic_closed", "forum_topic_reopened",
@@ -115,23 +120,33 @@ def _attachments(message: dict[str, Any]) -> tuple[Attachment, ...]:
     found: list[Attachment] = []
     photos = message.get("photo")
     if isinstance(photos, list) and photos:
-        largest = photos[-1]
+        largest = obj(photos[-1])  # the sizes come smallest first
         found.append(
-            Attachment(kind="photo", ref=largest.get("file_id"), size=largest.get("file_size"))
+            attachment(
+                "image",
+                file_id=largest.get("file_id"),
+                mime_type="image/jpeg",  # Telegram re-encodes every photo as a JPEG
+                size=largest.get("file_size"),
+                width=largest.get("width"),
+                height=largest.get("height"),
+            )
         )
-    for kind in _MEDIA:
-        media = message.get(kind)
+    for field, kind in _MEDIA.items():
+        media = message.get(field)
         if isinstance(media, dict):
             found.append(
-                Attachment(
-                    kind=kind,
-                    ref=media.get("file_id") or (str(media["id"]) if "id" in media else None),
+                attachment(
+                    kind,
+                    file_id=media.get("file_id") or media.get("id"),
                     mime_type=media.get("mime_type"),
                     name=media.get("file_name"),
                     size=media.get("file_size"),
+                    width=media.get("width") or media.get("length"),
+                    height=media.get("height") or media.get("length"),
+                    duration=media.get("duration"),
                 )
             )
-    return tuple(found)
+    return capped(found)
 
 
 def _message_event(event_id: str, update: dict[str, Any], message: dict[str, Any]) -> NexusEvent:

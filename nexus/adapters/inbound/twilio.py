@@ -6,6 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from twilio.request_validator import RequestValidator
 
+from nexus.adapters.inbound.attachments import attachment, kind_of
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -14,7 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
-from nexus.event import Attachment, Author, Container, NexusEvent
+from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 # Twilio wants TwiML back; an empty Response means "no reply from this webhook": Nexus
@@ -87,9 +88,14 @@ def _inbound(sid: str, form: dict[str, str]) -> NexusEvent:
         media_count = int(form.get("NumMedia") or 0)
     except ValueError as error:
         raise MalformedRequest("NumMedia must be a number") from error
+    # Twilio serves media without auth unless the account turns on "HTTP Basic
+    # Authentication for media"; the URL's last part is the media's own sid.
     attachments = tuple(
-        Attachment(
-            kind="media", ref=form[f"MediaUrl{i}"], mime_type=form.get(f"MediaContentType{i}")
+        attachment(
+            kind_of(form.get(f"MediaContentType{i}")),
+            file_id=form[f"MediaUrl{i}"].rstrip("/").rsplit("/", 1)[-1] or None,
+            url=form[f"MediaUrl{i}"],
+            mime_type=form.get(f"MediaContentType{i}"),
         )
         for i in range(min(media_count, MAX_MEDIA))
         if form.get(f"MediaUrl{i}")

@@ -20,6 +20,7 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
+from nexus.adapters.inbound.attachments import attachment, capped, kind_of
 from nexus.adapters.inbound.base import (
     InboundOutcome,
     InboundRequest,
@@ -29,7 +30,7 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import unix_ms
-from nexus.event import Author, Container, ContainerKind, NexusEvent
+from nexus.event import Attachment, Author, Container, ContainerKind, NexusEvent
 
 ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
     "webhook-id",
@@ -90,11 +91,12 @@ class StandardWebhookAdapter:
 
 def _event(event_id: str, occurred_at: int, payload: dict[str, Any]) -> NexusEvent:
     data = _obj(payload.get("data"))
-    text = data.get("text")
+    text = data.get("text") if isinstance(data.get("text"), str) else None
+    files = _attachments(data.get("attachments"))
     event = NexusEvent(
         id=event_id, adapter="webhook", platform="webhook", occurred_at=occurred_at, raw=payload
     )
-    if not isinstance(text, str) or not text.strip():
+    if (text is None or not text.strip()) and not files:
         kind = payload.get("type", "unknown")
         return event.model_copy(
             update={"kind": "system", "ignore_reason": f"webhook event {kind} (no message text)"}
@@ -116,6 +118,22 @@ def _event(event_id: str, occurred_at: int, payload: dict[str, Any]) -> NexusEve
             "platform_thread_id": data.get("thread_id"),
             "reply_to": data.get("reply_to"),
             "message_id": data.get("message_id"),
-            "text": text,
+            "text": text if text and text.strip() else None,
+            "attachments": files,
         }
+    )
+
+
+def _attachments(given: Any) -> tuple[Attachment, ...]:
+    """`data.attachments`: objects with the Attachment's own field names."""
+    if not isinstance(given, list):
+        return ()
+    fields = ("file_id", "url", "mime_type", "name", "size", "width", "height", "duration")
+    return capped(
+        attachment(
+            item.get("kind") or kind_of(item.get("mime_type")),
+            **{field: item.get(field) for field in fields},
+        )
+        for item in given
+        if isinstance(item, dict)
     )

@@ -7,6 +7,7 @@ import hmac
 from collections.abc import Iterator
 from typing import Any
 
+from nexus.adapters.inbound.attachments import attachment
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -17,7 +18,7 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import unix_ms
-from nexus.event import Attachment, Author, Container, NexusEvent
+from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 _MEDIA = ("image", "video", "audio", "document", "sticker")
@@ -113,13 +114,14 @@ def _message(
         return event.model_copy(update={"text": _obj(message.get("text")).get("body")})
     if kind in _MEDIA:
         media = _obj(message.get(kind))
-        attachment = Attachment(
-            kind=kind,
-            ref=media.get("id"),
+        # Only a media id: its URL comes from the Graph API, with the access token.
+        found = attachment(
+            "voice" if kind == "audio" and media.get("voice") is True else kind,
+            file_id=media.get("id"),
             mime_type=media.get("mime_type"),
             name=media.get("filename"),
         )
-        return event.model_copy(update={"text": media.get("caption"), "attachments": (attachment,)})
+        return event.model_copy(update={"text": media.get("caption"), "attachments": (found,)})
     if kind in ("interactive", "button"):
         return event.model_copy(update={"kind": "callback", "text": _choice(message, kind)})
     if kind == "reaction":

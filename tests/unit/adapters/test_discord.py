@@ -264,20 +264,23 @@ def test_an_attachment_option_carries_the_file() -> None:
                     "size": 48213,
                     "url": "https://cdn.discordapp.com/attachments/1/1123/standup.ogg",
                     "content_type": "audio/ogg",
+                    "duration_secs": 12.48,
                 }
             }
         },
     }
     event = _event(_command(data=data))
     assert event.text == "/transcribe note: the standup file: 1123"
-    assert [(a.kind, a.ref, a.name, a.size, a.mime_type) for a in event.attachments] == [
-        (
-            "audio",
-            "https://cdn.discordapp.com/attachments/1/1123/standup.ogg",
-            "standup.ogg",
-            48213,
-            "audio/ogg",
-        )
+    assert [a.model_dump(exclude_none=True) for a in event.attachments] == [
+        {
+            "kind": "audio",
+            "file_id": "1123",
+            "url": "https://cdn.discordapp.com/attachments/1/1123/standup.ogg",
+            "name": "standup.ogg",
+            "size": 48213,
+            "mime_type": "audio/ogg",
+            "duration": 12,
+        }
     ]
 
 

@@ -328,10 +328,10 @@ def test_an_attachment_with_a_caption_is_described_never_stored() -> None:
     event = _parse(message)
     assert event.text == "Q3 numbers, see attached" and event.routable
     assert [(a.kind, a.name, a.mime_type, a.size) for a in event.attachments] == [
-        ("file", "q3.pdf", "application/pdf", 13)
+        ("document", "q3.pdf", "application/pdf", 13)
     ]
     assert event.raw["attachments"] == [
-        {"kind": "file", "name": "q3.pdf", "mime_type": "application/pdf", "size": 13}
+        {"kind": "document", "name": "q3.pdf", "mime_type": "application/pdf", "size": 13}
     ]
     assert "JVBER" not in json.dumps(event.raw)  # the base64 bytes are not kept
 
@@ -478,7 +478,7 @@ def test_a_gmail_reply_with_an_attachment_and_html_only_body() -> None:
     event = _parse(_gmail(id="g2", threadId="t1", payload=payload), "application/json")
     assert event.text == "See&sign" and event.reply_to == "r1@example.com"
     assert event.platform_thread_id == "t1"
-    assert [(a.ref, a.name, a.size) for a in event.attachments] == [
+    assert [(a.file_id, a.name, a.size) for a in event.attachments] == [
         ("ANGjdJ8", "contract.pdf", 4096)
     ]
     assert _b64url(b"%PDF") not in json.dumps(event.raw)

@@ -481,6 +481,8 @@ def test_a_file_share_with_a_caption_keeps_the_file() -> None:
                         "mimetype": "image/png",
                         "size": 2048,
                         "url_private": "https://files.slack.com/files-pri/T1-F1/chart.png",
+                        "original_w": 800,
+                        "original_h": 600,
                     },
                     {"id": "F2", "name": "q3.pdf", "mimetype": "application/pdf"},
                 ],
@@ -488,9 +490,18 @@ def test_a_file_share_with_a_caption_keeps_the_file() -> None:
         )
     )
     assert event.kind == "message" and event.routable and event.text == "the chart"
-    assert [(a.kind, a.ref, a.name, a.size) for a in event.attachments] == [
-        ("image", "https://files.slack.com/files-pri/T1-F1/chart.png", "chart.png", 2048),
-        ("file", "F2", "q3.pdf", None),
+    assert [a.model_dump(exclude_none=True) for a in event.attachments] == [
+        {
+            "kind": "image",
+            "file_id": "F1",
+            "url": "https://files.slack.com/files-pri/T1-F1/chart.png",
+            "name": "chart.png",
+            "mime_type": "image/png",
+            "size": 2048,
+            "width": 800,
+            "height": 600,
+        },
+        {"kind": "document", "file_id": "F2", "name": "q3.pdf", "mime_type": "application/pdf"},
     ]
 
 

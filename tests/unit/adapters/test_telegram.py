@@ -158,7 +158,16 @@ def test_photo_with_caption_uses_the_largest_size() -> None:
     del update["message"]["text"]
     event = _parse(update)
     assert event.text == "look at this"
-    assert [(a.kind, a.ref) for a in event.attachments] == [("photo", "large")]
+    assert [a.model_dump(exclude_none=True) for a in event.attachments] == [
+        {
+            "kind": "image",
+            "file_id": "large",
+            "mime_type": "image/jpeg",
+            "size": 63000,
+            "width": 1280,
+            "height": 720,
+        }
+    ]
 
 
 def test_voice_without_text_is_still_a_message() -> None:

@@ -98,9 +98,9 @@ def test_mms_media_and_whatsapp_via_twilio() -> None:
         INBOUND_SMS.replace("NumMedia=0", "NumMedia=2")
         + "&MediaUrl0=cat.jpg&MediaContentType0=image%2Fjpeg&MediaUrl1=dog.jpg"
     )
-    assert [(a.ref, a.mime_type) for a in mms.attachments] == [
-        ("cat.jpg", "image/jpeg"),
-        ("dog.jpg", None),
+    assert [(a.kind, a.url, a.file_id, a.mime_type) for a in mms.attachments] == [
+        ("image", "cat.jpg", "cat.jpg", "image/jpeg"),
+        ("file", "dog.jpg", "dog.jpg", None),
     ]
     whatsapp = _parse(INBOUND_SMS.replace("From=%2B", "From=whatsapp:%2B") + "&ProfileName=Ada")
     assert whatsapp.platform == "whatsapp"
@@ -132,4 +132,4 @@ def test_num_media_is_read_no_further_than_twilios_ten() -> None:
         .parse(InboundRequest("POST", "https://x", {}, urlencode(form).encode()))
         .events
     )
-    assert [a.ref for a in event.attachments] == [f"https://media/{i}" for i in range(10)]
+    assert [a.url for a in event.attachments] == [f"https://media/{i}" for i in range(10)]
