@@ -83,6 +83,9 @@ class NexusEvent(BaseModel):
     # A status callback's news about one of our messages (sent, delivered, read, failed…),
     # about the platform message `message_id`.
     delivery_status: str | None = None
+    # The model configuration the turn answering this event is to use (a bridge may ask
+    # for one on POST /v1/events; platforms never do). nexus.engine.model_config's JSON.
+    model_overrides: dict[str, Any] | None = None
 
     @property
     def routable(self) -> bool:

@@ -21,6 +21,16 @@ def _first(view: TurnView, role: MessageRole) -> str | None:
     return None
 
 
+def _thinking(view: TurnView) -> str | None:
+    """The turn's first extended thinking, shortened (redacted thinking has no text)."""
+    for message in view.messages:
+        for block in message.content.get("thinking") or ():
+            if isinstance(block, dict) and (text := str(block.get("thinking") or "").strip()):
+                first = " ".join(text.split())
+                return first if len(first) <= _PREVIEW else first[: _PREVIEW - 1] + "…"
+    return None
+
+
 def _summary_line(view: TurnView) -> str | None:
     """A compaction turn's summary (its one system message), first line only."""
     if view.turn.turn_type != TurnType.COMPACTION:
@@ -48,6 +58,7 @@ def session_tree(ledger: Ledger, label: str) -> dict[str, Any]:
                 "status": view.turn.status.value,
                 "query": _first(view, MessageRole.USER),
                 "answer": _first(view, MessageRole.ASSISTANT),
+                "thinking": _thinking(view),
                 "summary": _summary_line(view),
                 "branches": [
                     {"kind": kind, "session": branch.label, "task": branch.task_description}

@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.api.schemas.model import ModelConfigBody, patched, without_nulls
 from nexus.db import Database
 from nexus.db.unit_of_work import UnitOfWork
 from nexus.engine.credentials import CREDENTIAL_ID_PATTERN, MAX_CREDENTIALS
+from nexus.engine.model_config import ModelConfigError, parse, to_json
 from nexus.engine.permissions import read_permissions
 from nexus.engine.sandbox import MEMORY_RANGE, TIMEOUT_RANGE
 from nexus.ledger.enums import AgentStatus
@@ -76,6 +78,8 @@ class AgentCreate(BaseModel):
     name: Name
     system_prompt: Prompt = ""
     default_model: Model | None = None
+    # Seed 000 ModelConfig: the defaults a session or a turn may override field by field.
+    default_model_config: ModelConfigBody | None = None
     permissions: Permissions | None = None
 
 
@@ -85,6 +89,8 @@ class AgentPatch(BaseModel):
     name: Name | None = None
     system_prompt: Prompt | None = None
     default_model: Model | None = None  # null clears it: the deployment default applies
+    # The fields given replace the persona's, a null field clears one, null clears them all.
+    default_model_config: ModelConfigBody | None = None
     permissions: Permissions | None = None
 
     @model_validator(mode="after")
@@ -160,6 +166,7 @@ def create_agent(body: AgentCreate, database: DatabaseDep) -> AgentView:
                 body.name,
                 system_prompt=body.system_prompt,
                 default_model=body.default_model,
+                default_model_config=without_nulls(body.default_model_config),
                 permissions=body.permissions.stored() if body.permissions else None,
             )
         except LedgerConflict as error:
@@ -176,6 +183,12 @@ def get_agent(agent_id: str, database: DatabaseDep) -> AgentView:
 
 def _change(database: Database, agent_id: str, changes: dict[str, Any]) -> AgentView:
     with database.unit_of_work() as uow:
+        if "default_model_config" in changes:
+            agent = uow.ledger.agents.get(agent_id)
+            stored = agent.default_model_config if agent is not None else None
+            changes["default_model_config"] = _layer(
+                patched(stored, changes["default_model_config"])
+            )
         try:
             uow.ledger.agents.update_fields(agent_id, changes)
         except NotFound as error:
@@ -185,6 +198,15 @@ def _change(database: Database, agent_id: str, changes: dict[str, Any]) -> Agent
         view = _one(uow, agent_id)
         uow.commit()
     return view
+
+
+def _layer(given: dict[str, Any]) -> dict[str, Any]:
+    """The persona's layer after a change, checked as a whole (a PATCH may add thinking
+    to a stored temperature, which the API would refuse)."""
+    try:
+        return to_json(parse(given))
+    except ModelConfigError as error:
+        raise ApiError(422, "invalid_model_config", str(error)) from error
 
 
 @router.patch("/agents/{agent_id}")

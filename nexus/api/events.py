@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from nexus.api.auth import Caller
 from nexus.api.deps import AUTHENTICATED, CallerDep, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError
+from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.event import Author, Container, NexusEvent
 from nexus.hooks.service import TIMER_ADAPTER
 from nexus.ingest.direct import API_ADAPTER
@@ -53,6 +54,9 @@ class PostedEvent(NexusEvent):
     platform_thread_id: Key | None = None
     reply_to: Key | None = None
     message_id: Key | None = None
+    # `model_config` in JSON: the model configuration of the turn that answers this event,
+    # checked on its own here (the session it is routed to is not known yet).
+    model_overrides: ModelConfigBody | None = Field(default=None, alias="model_config")
 
 
 class EventAccepted(BaseModel):
@@ -96,7 +100,12 @@ async def post_event(
     refused = refusal(caller, event, {*SENDERS, *graph.inbound_adapters})
     if refused is not None:
         raise ApiError(403, "forbidden", refused)
-    scoped = event.model_copy(update={"id": stored_id(caller, event.id)})
+    scoped = event.model_copy(
+        update={
+            "id": stored_id(caller, event.id),
+            "model_overrides": without_nulls(event.model_overrides),
+        }
+    )
 
     def store() -> bool:
         with graph.database.unit_of_work() as uow:

@@ -1,5 +1,5 @@
-"""GET and PATCH /v1/sessions/{label}: one session with its effective queue settings (and
-where each came from); its own settings and its archive state changed."""
+"""GET and PATCH /v1/sessions/{label}: one session with its effective queue and model
+settings (and where each came from); its own settings and its archive state changed."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from fastapi import APIRouter
 from nexus.access.policy import Decision, decide
 from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError
+from nexus.api.model_settings import check_model, model_settings
+from nexus.api.schemas.model import patched
 from nexus.api.schemas.sessions import (
     PendingView,
     QueueSettingsView,
@@ -69,11 +71,14 @@ def queue_settings(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> Que
     )
 
 
-def changes(body: SessionSettings) -> dict[str, Any]:
+def changes(body: SessionSettings, session: SessionRecord) -> dict[str, Any]:
     """The columns PATCH writes: only the fields the caller sent (null included)."""
     values: dict[str, Any] = {
         _COLUMNS[name]: getattr(body, name) for name in body.model_fields_set if name in _COLUMNS
     }
+    if "model_overrides" in body.model_fields_set:
+        own = patched(session.model_overrides, body.model_overrides)
+        values["model_overrides"] = own or None
     if "archived" in body.model_fields_set:
         if body.archived is None:
             raise ApiError(422, "invalid_request", "archived is true or false, not null")
@@ -86,11 +91,14 @@ def session_detail(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> Ses
     view = session_view(uow, session)
     waiting = uow.ledger.queue.for_session(session.id, statuses=list(OPEN_QUEUE_STATUSES))
     found = pending(waiting, now_ms=uow.ledger.clock())
+    model, refused = model_settings(uow, graph.settings.default_model, session)
     return SessionDetail(
         **view.model_dump(),
         queue=queue_settings(uow, graph, session),
         running=running_view(graph.coordination.running(session.id)),
         pending=PendingView(count=found.count, oldest_age_ms=found.oldest_age_ms),
+        model_settings=model,
+        model_settings_error=refused,
     )
 
 
@@ -107,11 +115,14 @@ def configure(label: str, body: SessionSettings, graph: NexusDep) -> SessionDeta
     """Change a session's own queue settings (`null` clears one) or archive it (`archived`:
     an archived session stays readable and forkable, and refuses new messages with 409).
     Answers the session as GET does."""
-    values = changes(body)
-    if not values:
+    if not body.model_fields_set:
         raise ApiError(400, "nothing_to_change", "send at least one setting")
     with graph.database.unit_of_work() as uow:
-        session = uow.ledger.sessions.configure(resolve(uow, label).id, values)
+        session = resolve(uow, label)
+        values = changes(body, session)
+        if "model_overrides" in values:
+            check_model(uow, graph.settings.default_model, session.model_copy(update=values))
+        session = uow.ledger.sessions.configure(session.id, values)
         detail = session_detail(uow, graph, session)
         uow.commit()
     return detail

@@ -16,7 +16,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from nexus.agents.tree import session_tree
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
 from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body
+from nexus.api.model_settings import check_model
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.api.schemas.model import without_nulls
 from nexus.api.schemas.sessions import (
     AbortRequested,
     CompactQueued,
@@ -148,7 +150,9 @@ def _send(graph: Nexus, label: str, body: SendMessage) -> Queued:
             source=body.source,
             arrivals=graph.coordination,
             queueing=graph.queue_policy,
+            model_overrides=without_nulls(body.model_overrides),
         )
+        check_model(uow, graph.settings.default_model, queued.session, body.model_overrides)
         uow.commit()
     return Queued(
         event_id=queued.event_id,

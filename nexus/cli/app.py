@@ -15,6 +15,7 @@ from rich.table import Table
 from nexus import __version__
 from nexus.cli import people, settings_cmds, usage
 from nexus.cli import workers as worker_cmds
+from nexus.cli.model_options import TEMPERATURE_HELP, THINKING_HELP, model_config
 from nexus.settings import Settings, get_settings
 
 app = typer.Typer(
@@ -262,16 +263,26 @@ def send(
     text: str = typer.Argument(..., help="The message."),
     persona: str | None = typer.Option(None, "--persona", help="Persona of a new session."),
     mode: str | None = typer.Option(None, "--mode", help="Queue mode for this message."),
+    model: str | None = typer.Option(None, "--model", help="Model for this turn."),
+    thinking: str | None = typer.Option(None, "--thinking", help=THINKING_HELP + " (this turn)."),
+    max_tokens: str | None = typer.Option(None, "--max-tokens", help="Max tokens (this turn)."),
+    temperature: str | None = typer.Option(
+        None, "--temperature", help=TEMPERATURE_HELP + " (this turn)."
+    ),
     wait: bool = typer.Option(False, "--wait", help="Print the answer when it commits."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds --wait waits."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Queue TEXT to SESSION through the running Nexus (NEXUS_API_URL)."""
+    """Queue TEXT to SESSION through the running Nexus (NEXUS_API_URL); --model,
+    --thinking, --max-tokens and --temperature apply to the turn that answers it."""
     from nexus.cli.remote import send as send_message
 
+    config = model_config(
+        model=model, thinking=thinking, max_tokens=max_tokens, temperature=temperature
+    )
     send_message(
         _settings(), session, text, persona=persona, mode=mode, wait=wait,
-        timeout_s=timeout, as_json=as_json,
+        timeout_s=timeout, as_json=as_json, model_config=config,
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from nexus.cli.model_options import describe
 from nexus.db import Database
 from nexus.settings import Settings
 
@@ -37,8 +38,15 @@ def turn(settings: Settings, turn_id: str, *, as_json: bool) -> None:
         return
     t = view.turn
     console.print(f"[bold]{t.id}[/bold] {t.turn_type} {t.status} parent={t.parent_turn_id}")
+    if t.turn_type == "normal":
+        console.print(f"  {describe(t.model_settings)}", markup=False, highlight=False)
     for message in view.messages:
-        console.print(f"  [{message.role.value}] {json.dumps(message.content, default=str)}")
+        content = dict(message.content)
+        for block in content.pop("thinking", None) or ():
+            thought = block.get("thinking") if block.get("type") == "thinking" else "(redacted)"
+            console.print(f"  [thinking] {thought}", markup=False, highlight=False)
+        shown = json.dumps(content, default=str)
+        console.print(f"  [{message.role.value}] {shown}", markup=False, highlight=False)
 
 
 def fork(settings: Settings, turn_id: str, *, label: str | None, as_json: bool) -> None:
@@ -145,6 +153,8 @@ def tree(settings: Settings, session_label: str, *, as_json: bool) -> None:
         else:
             shown = f"{turn['status']}  {turn['query'] or ''} → {turn['answer'] or ''}"
         console.print(f"├─ {turn['id']}  {shown}", markup=False, highlight=False)
+        if turn.get("thinking"):
+            console.print(f"│   thinking: {turn['thinking']}", markup=False, highlight=False)
         for branch in turn["branches"]:
             task = f"  ({branch['task']})" if branch["task"] else ""
             console.print(f"│   └─ {branch['kind']} [bold]{branch['session']}[/bold]{task}")

@@ -67,8 +67,11 @@ def send(
     wait: bool,
     timeout_s: float,
     as_json: bool,
+    model_config: dict[str, Any] | None = None,
 ) -> None:
     body: dict[str, Any] = {"content": text}
+    if model_config:
+        body["model_config"] = model_config
     if persona:
         body["persona"] = persona
     if mode:

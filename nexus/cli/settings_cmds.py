@@ -1,5 +1,5 @@
 """`nexus configure SESSION …`, `nexus archive SESSION`, `nexus unarchive SESSION`: a
-session's own queue settings and archive state, asked of the running Nexus."""
+session's own queue and model settings and archive state, asked of the running Nexus."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from urllib.parse import quote
 import typer
 from rich.console import Console
 
+from nexus.cli import model_options
 from nexus.settings import get_settings
 
 console = Console()
@@ -46,6 +47,14 @@ def _show(found: dict[str, Any], as_json: bool) -> None:
             console.print(f"  {name}: {value}  [dim]({setting['source']})[/dim]")
     if found["queue"].get("policy"):
         console.print(f"  policy: {found['queue']['policy']}")
+    for name, setting in (found.get("model_settings") or {}).items():
+        value = setting["value"]
+        if isinstance(value, dict):  # thinking
+            value = value.get("budget_tokens", value.get("type"))
+        shown = "off" if value is None and name == "thinking" else value
+        console.print(f"  {name}: {shown}  [dim]({setting['source']})[/dim]")
+    if found.get("model_settings_error"):
+        console.print(f"  [red]model settings refused[/red]: {found['model_settings_error']}")
 
 
 def configure(
@@ -56,10 +65,22 @@ def configure(
     debounce_ms: str | None = typer.Option(
         None, "--debounce-ms", help=f"Collect window in ms, or {CLEAR!r}."
     ),
+    model: str | None = typer.Option(
+        None, "--model", help=f"{model_options.MODEL_HELP}, or {CLEAR!r}."
+    ),
+    thinking: str | None = typer.Option(
+        None, "--thinking", help=f"{model_options.THINKING_HELP}, or {CLEAR!r}."
+    ),
+    max_tokens: str | None = typer.Option(
+        None, "--max-tokens", help=f"{model_options.MAX_TOKENS_HELP}, or {CLEAR!r}."
+    ),
+    temperature: str | None = typer.Option(
+        None, "--temperature", help=f"{model_options.TEMPERATURE_HELP}, or {CLEAR!r}."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Set a session's own queue settings (`default` clears one); with none given, show
-    the effective settings and where each comes from."""
+    """Set a session's own queue and model settings (`default` clears one); with none
+    given, show the effective settings and where each comes from."""
     body: dict[str, Any] = {}
     for name, given in (("queue_mode", mode), ("drop", drop)):
         if given is not None:
@@ -68,6 +89,11 @@ def configure(
         sent, value = _number(name, number)
         if sent:
             body[name] = value
+    config = model_options.model_config(
+        model=model, thinking=thinking, max_tokens=max_tokens, temperature=temperature, clear=CLEAR
+    )
+    if config is not None:
+        body["model_config"] = config
     if not body:
         from nexus.cli.remote import _call, _client
 

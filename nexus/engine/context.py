@@ -17,7 +17,7 @@ from typing import Any
 
 from nexus.engine import budget, layers
 from nexus.engine.attachments import attachment_blocks
-from nexus.engine.model import Block, ModelRequest, ToolSpec
+from nexus.engine.model import THINKING_BLOCKS, Block, ModelRequest, ToolSpec
 from nexus.engine.query import QueryMessage
 from nexus.ledger.enums import MessageRole
 from nexus.ledger.records import (
@@ -97,6 +97,19 @@ def _tool_result_block(message: MessageRecord) -> Block:
     }
 
 
+def thinking_blocks(content: dict[str, Any]) -> list[Block]:
+    """A stored answer's extended thinking, as the API gave it: the API checks each block's
+    signature, so they go back unchanged and first, before the text or tool_use."""
+    stored = content.get("thinking")
+    if not isinstance(stored, list):
+        return []
+    return [
+        dict(block)
+        for block in stored
+        if isinstance(block, dict) and block.get("type") in THINKING_BLOCKS
+    ]
+
+
 def message_to_blocks(message: MessageRecord) -> tuple[str, list[Block]] | None:
     """(role, blocks) for one stored message; None for messages the model never sees."""
     content = message.content
@@ -104,7 +117,11 @@ def message_to_blocks(message: MessageRecord) -> tuple[str, list[Block]] | None:
         return "user", user_blocks(content)
     if message.role == MessageRole.ASSISTANT:
         text = str(content.get("text", ""))
-        return ("assistant", [{"type": "text", "text": text}]) if text else None
+        return (
+            ("assistant", [*thinking_blocks(content), {"type": "text", "text": text}])
+            if text
+            else None
+        )
     if message.role == MessageRole.TOOL_CALL:
         block = {
             "type": "tool_use",
@@ -112,7 +129,7 @@ def message_to_blocks(message: MessageRecord) -> tuple[str, list[Block]] | None:
             "name": str(content.get("name", "")),
             "input": content.get("arguments") or {},
         }
-        return "assistant", [block]
+        return "assistant", [*thinking_blocks(content), block]
     if message.role == MessageRole.TOOL_RESULT:
         return "user", [_tool_result_block(message)]
     return None  # system notes (compaction summaries, notices) stay out of the replay

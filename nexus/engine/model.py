@@ -1,10 +1,10 @@
 """The model port: one streaming call to a language model, in Anthropic's message shape.
 
 The engine speaks the Messages API's shape (`role` user/assistant, content blocks `text`,
-`tool_use`, `tool_result`) to every model, because that is the richest shape we target and
-translating it for the built-in scripted model costs nothing. A model yields stream deltas
-and ends with exactly one `ModelDone`; failures raise `ModelError` with a kind the engine
-can act on (compact and retry, back off, or fail the turn).
+`thinking`, `tool_use`, `tool_result`) to every model, because that is the richest shape we
+target and translating it for the built-in scripted model costs nothing. A model yields
+stream deltas and ends with exactly one `ModelDone`; failures raise `ModelError` with a kind
+the engine can act on (compact and retry, back off, or fail the turn).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
     temperature: float | None = None
+    # Extended thinking's budget in tokens (None: no thinking); below max_tokens.
+    thinking: int | None = None
     # Why the engine calls: a conversation turn or a compaction summary. Providers ignore it;
     # the scripted model answers a summary request with a summary.
     purpose: Literal["turn", "summary"] = "turn"
@@ -61,6 +63,15 @@ class TextDelta:
 
     text: str
     index: int = 0  # the content block it belongs to
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the model's extended thinking as it streams (its signature comes whole,
+    in the `thinking` block of ModelDone's content)."""
+
+    text: str
+    index: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,11 +103,19 @@ class ModelDone:
         return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
 
     @property
+    def thinking(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.content if b.get("type") in THINKING_BLOCKS)
+
+    @property
     def tool_uses(self) -> tuple[Block, ...]:
         return tuple(b for b in self.content if b.get("type") == "tool_use")
 
 
-ModelStreamEvent = TextDelta | ToolUseStarted | ToolInputDelta | ModelDone
+ModelStreamEvent = TextDelta | ThinkingDelta | ToolUseStarted | ToolInputDelta | ModelDone
+
+# Content blocks of extended thinking: they go back to the model unchanged (signature and
+# all) before the tool_use they came with, or the API refuses the tool loop's next call.
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 class ModelError(Exception):

@@ -24,6 +24,8 @@ class QueryMessage:
     # A `steer` (not `steer-backlog`) message: worth one more model call after an answer
     # that had no tool boundary left, rather than waiting for the next turn.
     extends_answer: bool = False
+    # The per-turn model configuration its event asked for (nexus.engine.model_config JSON).
+    model_overrides: dict[str, Any] | None = None
 
     def context(self) -> dict[str, Any]:
         """The event context stored with the message and shown to the model."""

@@ -7,6 +7,7 @@ given error kind, or summarise.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -22,6 +23,7 @@ from nexus.engine.model import (
     ModelRequest,
     ModelStreamEvent,
     TextDelta,
+    ThinkingDelta,
     ToolInputDelta,
     ToolUseStarted,
 )
@@ -36,6 +38,7 @@ SCRIPTED_NOTICE = "(Nexus scripted model: no ANTHROPIC_API_KEY is set, so I answ
 @dataclass(frozen=True)
 class Say:
     text: str
+    thinking: str | None = None  # extended thinking streamed, and signed, before the text
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class CallTools:
 
     calls: tuple[tuple[str, dict[str, Any]], ...]
     text: str | None = None
+    thinking: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,11 @@ class ScriptedModel:
             yield from self._text(step.partial_text)
             raise step.error
         content: list[Block] = []
+        if step.thinking:
+            yield from self._thinking(step.thinking)
+            content.append(
+                {"type": "thinking", "thinking": step.thinking, "signature": signed(step.thinking)}
+            )
         text = step.text
         if text:
             yield from self._text(text)
@@ -122,12 +131,23 @@ class ScriptedModel:
             model="scripted",
         )
 
+    def _thinking(self, thinking: str) -> Generator[ModelStreamEvent, None, None]:
+        for event in self._text(thinking):
+            assert isinstance(event, TextDelta)
+            yield ThinkingDelta(text=event.text)
+
     def _text(self, text: str) -> Generator[ModelStreamEvent, None, None]:
         words = text.split(" ")
         for position, word in enumerate(words):
             if self.chunk_delay_s:
                 time.sleep(self.chunk_delay_s)
             yield TextDelta(text=word if position == len(words) - 1 else f"{word} ")
+
+
+def signed(thinking: str) -> str:
+    """The scripted model's stand-in for the API's signature: the same thinking always
+    signs the same, so a test can tell a block came back unchanged."""
+    return "scripted-" + hashlib.sha256(thinking.encode()).hexdigest()[:16]
 
 
 def _texts(blocks: Iterable[Any]) -> list[str]:

@@ -7,6 +7,7 @@ and the epoch — so a slow model never holds a row lock, and a stale run is fen
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,16 @@ from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble, turn_pieces
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.credentials import NoSecrets, SecretSource
-from nexus.engine.model import ModelPort, ModelUnavailable
+from nexus.engine.model import ModelError, ModelPort, ModelUnavailable
+from nexus.engine.model_config import (
+    DEFAULT_MAX_TOKENS,
+    EffectiveConfig,
+    ModelConfigError,
+    merge,
+    parse,
+    persona_layer,
+    resolve,
+)
 from nexus.engine.permissions import read_permissions
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
@@ -35,7 +45,7 @@ from nexus.engine.stream import (
 from nexus.engine.summarize import Summary, fallback_digest, summarize, summary_request
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import AfterTurn, CompactionAsk, Effect, ToolContext, ToolRegistry
-from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.engine.turn import TurnMachine, TurnResult, query_draft
 from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
@@ -102,7 +112,7 @@ class Engine:
     publisher: StreamPublisher = field(default_factory=NullPublisher)
     clock: Clock = now_ms
     max_tool_iterations: int = 8
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     # Caps the context below the model's window (cost control; small in tests).
     context_window: int | None = None
     # Run inside the transaction that commits a turn (say, a worker reporting to its parent).
@@ -137,12 +147,31 @@ class Engine:
             anchor_depth=context.anchor_depth if context.compaction is not None else None,
         )
 
-    def _model_name(self, persona: AgentRecord) -> str:
-        return persona.default_model or self.default_model
+    def _config(self, snapshot: Snapshot, queries: Sequence[QueryMessage] = ()) -> EffectiveConfig:
+        """The model configuration: the queries' own (later over earlier), then the
+        session's, the persona's and the deployment's, field by field. Raises
+        ModelConfigError when the layers together make one the API would refuse."""
+        persona = snapshot.persona
+        return resolve(
+            turn=merge(*(parse(query.model_overrides) for query in queries)),
+            session=parse(snapshot.session.model_overrides),
+            persona=persona_layer(persona),
+            default_model=self.default_model,
+            default_max_tokens=self.max_tokens,
+        )
 
-    def _summary_model_name(self, persona: AgentRecord) -> str:
+    def _plain_config(self, snapshot: Snapshot) -> EffectiveConfig:
+        """The session's configuration for a summary call, which never thinks: a layer
+        that no longer fits the others must not stop a compaction."""
+        try:
+            config = self._config(snapshot)
+        except ModelConfigError:
+            config = resolve(default_model=self.default_model, default_max_tokens=self.max_tokens)
+        return dataclasses.replace(config, thinking=None)
+
+    def _summary_model_name(self, config: EffectiveConfig) -> str:
         # A per-persona summary model would be read here (say, from its model config).
-        return self.summary_model or self._model_name(persona)
+        return self.summary_model or config.model
 
     def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
@@ -154,17 +183,23 @@ class Engine:
         )
         return toolbox, resolved.prompt_additions
 
-    def _assemble(self, snapshot: Snapshot, queries: Sequence[QueryMessage]) -> AssembledContext:
+    def _assemble(
+        self,
+        snapshot: Snapshot,
+        queries: Sequence[QueryMessage],
+        config: EffectiveConfig | None = None,
+    ) -> AssembledContext:
+        config = config or self._config(snapshot, queries)
         toolbox, additions = self._toolbox(snapshot)
-        return assemble(
+        assembled = assemble(
             persona=snapshot.persona,
-            model=self._model_name(snapshot.persona),
+            model=config.model,
             context=snapshot.context,
             queries=queries,
             tools=toolbox.visible_specs(),
             prompt_additions=additions,
             anchor_depth=snapshot.anchor_depth,
-            max_tokens=self.max_tokens,
+            max_tokens=config.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
             session=snapshot.session,
@@ -172,6 +207,10 @@ class Engine:
                 self.workspace.layer(snapshot.persona.name) if self.workspace is not None else ""
             ),
         )
+        request = dataclasses.replace(
+            assembled.request, thinking=config.thinking, temperature=config.temperature
+        )
+        return dataclasses.replace(assembled, request=request)
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -252,7 +291,13 @@ class Engine:
             )
         compactions: list[CompactionOutcome] = []
         snapshot = self.snapshot(session_id)
-        assembled = self._assemble(snapshot, queries)
+        try:
+            config = self._config(snapshot, queries)
+        except ModelConfigError as error:
+            return self._refuse_config(
+                snapshot, turn_id, queries, epoch=epoch, reason=str(error), announce=announce
+            )
+        assembled = self._assemble(snapshot, queries, config)
         if compaction_policy.should_compact(assembled.tokens, assembled.window):
             done = self._compact_snapshot(
                 snapshot,
@@ -264,11 +309,11 @@ class Engine:
             if done.status == "fenced":
                 return TurnOutcome("fenced", "", None, tuple(compactions))
             snapshot = self.snapshot(session_id)
-            assembled = self._assemble(snapshot, queries)
+            assembled = self._assemble(snapshot, queries, config)
         started = self.clock()
         effects: list[Effect] = []
         after = AfterTurn()
-        result = self._machine(snapshot, turn_id, effects, after).run(
+        result = self._machine(snapshot, turn_id, effects, after, config).run(
             assembled.request, tuple(queries)
         )
         if result.overflowed and not result.ran_tools:
@@ -283,10 +328,10 @@ class Engine:
             if done.status == "fenced":
                 return TurnOutcome("fenced", turn_id, result, tuple(compactions))
             snapshot = self.snapshot(session_id)
-            assembled = self._assemble(snapshot, queries)
+            assembled = self._assemble(snapshot, queries, config)
             effects.clear()
             after = AfterTurn()
-            result = self._machine(snapshot, turn_id, effects, after).run(
+            result = self._machine(snapshot, turn_id, effects, after, config).run(
                 assembled.request, tuple(queries)
             )
         status = self._commit(
@@ -300,11 +345,51 @@ class Engine:
             queries=queries,
             effects=effects,
             announce=announce,
+            config=config,
         )
         asked = after.compaction
         if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
             compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, announce))
         return TurnOutcome(status, turn_id, result, tuple(compactions))
+
+    def _refuse_config(
+        self,
+        snapshot: Snapshot,
+        turn_id: str,
+        queries: Sequence[QueryMessage],
+        *,
+        epoch: int,
+        reason: str,
+        announce: list[StreamEvent],
+    ) -> TurnOutcome:
+        """The layers no longer fit together (say, a persona changed under a session's
+        override): the attempt is recorded failed with the reason, and no model is called."""
+        error = ModelError("model_error", f"model configuration: {reason}")
+        result = TurnResult(
+            status=TurnStatus.FAILED,
+            messages=tuple(query_draft(query) for query in queries),
+            tool_calls=(),
+            usage=TokenUsage(),
+            context_tokens=None,
+            stop_reason=error.kind,
+            error=error,
+            injected=(),
+            model_calls=0,
+        )
+        started = self.clock()
+        status = self._commit(
+            snapshot,
+            turn_id,
+            result,
+            started=started,
+            epoch=epoch,
+            consumed=(),
+            queue_mode=None,
+            queries=queries,
+            announce=announce,
+            config=None,
+        )
+        return TurnOutcome(status, turn_id, result)
 
     def _compact_asked(
         self,
@@ -337,13 +422,16 @@ class Engine:
         )
 
     def _machine(
-        self, snapshot: Snapshot, turn_id: str, effects: list[Effect], after: AfterTurn
+        self,
+        snapshot: Snapshot,
+        turn_id: str,
+        effects: list[Effect],
+        after: AfterTurn,
+        config: EffectiveConfig,
     ) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
-            model=WithAttachments(
-                self.model_for(self._model_name(snapshot.persona)), self.attachments
-            ),
+            model=WithAttachments(self.model_for(config.model), self.attachments),
             toolbox=toolbox,
             signals=self.signals,
             publisher=self.publisher,
@@ -373,6 +461,7 @@ class Engine:
         queries: Sequence[QueryMessage],
         effects: Sequence[Effect] = (),
         announce: list[StreamEvent],
+        config: EffectiveConfig | None,
     ) -> str:
         """Commit (or record) the turn; what a committed one reports is added to
         `announce`, for the caller to publish after this commit."""
@@ -382,7 +471,7 @@ class Engine:
             if q.queue_item_id is not None
         )
         failed = result.status == TurnStatus.FAILED
-        model = self._model_name(snapshot.persona)
+        model = config.model if config is not None else None
         cost = self.prices.cost(model, result.usage)
         draft = TurnDraft(
             id=turn_id,
@@ -397,6 +486,7 @@ class Engine:
             price_version=cost.price_version,
             context_tokens=result.context_tokens,
             model=model,
+            model_settings=config.stored() if config is not None else None,
             stop_reason=result.stop_reason,
             error_kind=result.error.kind if result.error is not None else None,
             error_message=result.error.message if result.error is not None else None,
@@ -469,7 +559,8 @@ class Engine:
         context = snapshot.context
         if context.head is None or not context.turns:
             return CompactionOutcome(status="nothing")
-        assembled = self._assemble(snapshot, ())
+        config = self._plain_config(snapshot)
+        assembled = self._assemble(snapshot, (), config)
         window = assembled.window
         fixed = budget.estimate_text_tokens(assembled.request.system_text)
         costs = [
@@ -499,7 +590,7 @@ class Engine:
             return CompactionOutcome(status="nothing")
         summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
-        model_name = self._summary_model_name(snapshot.persona)
+        model_name = self._summary_model_name(config)
         started = self.clock()
         request = summary_request(
             model=model_name, prior=prior, turns=summarized, instructions=instructions

@@ -14,6 +14,7 @@ STEP_STARTED = "step.started"
 STEP_GENERATING = "step.generating"
 STEP_GENERATED = "step.generated"
 STEP_ERROR = "step.error"
+STEP_THINKING = "step.thinking"  # extended thinking as it streams, joined per interval
 MESSAGE_DELTA = "message.delta"
 MESSAGE_CREATED = "message.created"
 TOOL_STARTED = "tool.started"

@@ -20,6 +20,7 @@ from nexus.engine.model import (
     ModelPort,
     ModelRequest,
     TextDelta,
+    ThinkingDelta,
     ToolInputDelta,
     ToolUseStarted,
 )
@@ -32,6 +33,7 @@ from nexus.engine.stream import (
     STEP_GENERATED,
     STEP_GENERATING,
     STEP_STARTED,
+    STEP_THINKING,
     TOOL_COMPLETED,
     TOOL_STARTED,
     DeltaCoalescer,
@@ -147,7 +149,7 @@ class TurnMachine:
             request=request,
             conversation=[dict(message) for message in request.messages],
         )
-        state.drafts.extend(_query_draft(query) for query in queries)
+        state.drafts.extend(query_draft(query) for query in queries)
         node: Node = CallModel()
         while not isinstance(node, End):
             node = (
@@ -180,6 +182,8 @@ class TurnMachine:
         # most once per interval, a `step.generating` (with the text since the last one as
         # `message.delta` beside it) in one publish — never one per token.
         deltas = DeltaCoalescer(self.delta_interval_s)
+        # Thinking streams as `step.thinking`, joined per interval like the answer's text.
+        thoughts = DeltaCoalescer(self.delta_interval_s)
         progress = {"call": state.model_calls, "chars": 0, "tool_uses": 0}
         stream = self.model.stream(request)
         try:
@@ -188,21 +192,26 @@ class TurnMachine:
                     partial.append(event.text)
                     progress["chars"] += len(event.text)
                     self._generating(state, progress, deltas.add(event.text))
+                elif isinstance(event, ThinkingDelta):
+                    self._thinking(state, thoughts.add(event.text))
                 elif isinstance(event, ToolUseStarted | ToolInputDelta):
                     # Tool input is acted on only once complete, in ModelDone; meanwhile the
                     # model is still generating, which a watcher may want to know.
                     progress["tool_uses"] += isinstance(event, ToolUseStarted)
                     self._generating(state, progress, deltas.add(""))
                 elif isinstance(event, ModelDone):
+                    self._thinking(state, thoughts.drain())
                     generated = self._event(
                         state, STEP_GENERATED, {"stop_reason": event.stop_reason}
                     )
                     self._flush(state, deltas.drain(), generated)
                     return self._answered(state, event)
                 if self._aborted(state):
+                    self._thinking(state, thoughts.drain())
                     self._flush(state, deltas.drain())
                     return self._keep_partial(state, partial, End(TurnStatus.ABORTED, "aborted"))
         except ModelError as error:
+            self._thinking(state, thoughts.drain())
             failed = self._event(state, STEP_ERROR, {"kind": error.kind, "message": error.message})
             self._flush(state, deltas.drain(), failed)
             return self._keep_partial(state, partial, End(TurnStatus.FAILED, error.kind, error))
@@ -213,16 +222,19 @@ class TurnMachine:
 
     def _answered(self, state: TurnState, done: ModelDone) -> Node:
         state.add_usage(done.usage)
-        if done.text:
-            state.drafts.append(_assistant_draft(done.text))
+        # The call's thinking is kept (signature and all) on its first message: the answer's
+        # text, else its first tool call, so replay puts it back before them (context.py).
+        thinking = [dict(block) for block in done.thinking]
         uses = done.tool_uses
+        if done.text or (thinking and not uses):
+            state.drafts.append(_assistant_draft(done.text, thinking=thinking))
+            thinking = []
         for use in uses:
+            content = {"id": use["id"], "name": use["name"], "arguments": use["input"]}
+            if thinking:
+                content["thinking"], thinking = thinking, []
             state.drafts.append(
-                MessageDraft(
-                    role=MessageRole.TOOL_CALL,
-                    content={"id": use["id"], "name": use["name"], "arguments": use["input"]},
-                    tool_call_id=use["id"],
-                )
+                MessageDraft(role=MessageRole.TOOL_CALL, content=content, tool_call_id=use["id"])
             )
         state.append("assistant", [dict(block) for block in done.content])
         if uses:
@@ -329,7 +341,7 @@ class TurnMachine:
     def _inject_steering(self, state: TurnState) -> None:
         for message in self.signals.take_steering(state.session_id):
             state.injected.append(message)
-            state.drafts.append(_query_draft(message))
+            state.drafts.append(query_draft(message))
             state.append("user", _query_blocks(message))
 
     def _aborted(self, state: TurnState) -> bool:
@@ -340,6 +352,10 @@ class TurnMachine:
 
     def _event(self, state: TurnState, event: str, data: dict[str, Any]) -> StreamEvent:
         return StreamEvent(state.session_id, event, data)
+
+    def _thinking(self, state: TurnState, due: str | None) -> None:
+        if due:
+            self._publish(state, STEP_THINKING, {"call": state.model_calls, "text": due})
 
     def _generating(self, state: TurnState, progress: dict[str, int], due: str | None) -> None:
         """`due` is None until the interval has passed; then the text held back (maybe "")."""
@@ -358,18 +374,10 @@ class TurnMachine:
 
 
 def _with_messages(request: ModelRequest, conversation: list[dict[str, Any]]) -> ModelRequest:
-    return ModelRequest(
-        model=request.model,
-        system=request.system,
-        messages=tuple(conversation),
-        tools=request.tools,
-        max_tokens=request.max_tokens,
-        temperature=request.temperature,
-        purpose=request.purpose,
-    )
+    return dataclasses.replace(request, messages=tuple(conversation))
 
 
-def _query_draft(query: QueryMessage) -> MessageDraft:
+def query_draft(query: QueryMessage) -> MessageDraft:
     return MessageDraft(
         role=MessageRole.USER, content=query.content(), source=query.source, event_id=query.event_id
     )
@@ -379,8 +387,12 @@ def _query_blocks(query: QueryMessage) -> list[dict[str, Any]]:
     return user_blocks(query.content())
 
 
-def _assistant_draft(text: str, *, partial: bool = False) -> MessageDraft:
+def _assistant_draft(
+    text: str, *, partial: bool = False, thinking: list[dict[str, Any]] | None = None
+) -> MessageDraft:
     content: dict[str, Any] = {"text": text}
     if partial:
         content["partial"] = True
+    if thinking:
+        content["thinking"] = thinking
     return MessageDraft(role=MessageRole.ASSISTANT, content=content)

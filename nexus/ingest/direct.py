@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
@@ -46,10 +47,12 @@ def send_to_session(
     source: MessageSource = MessageSource.HUMAN,
     arrivals: ArrivalSignals | None = None,
     queueing: QueuePolicy | None = None,
+    model_overrides: dict[str, Any] | None = None,
 ) -> QueuedMessage:
     """Queue `text` to the session `label` (aliases followed; created when missing, with
-    `persona` or the default persona). The caller commits; the doorbell rings after, for
-    the session and for the hooks."""
+    `persona` or the default persona), with the model configuration its turn is to use
+    (`model_overrides`, checked by the caller). The caller commits; the doorbell rings
+    after, for the session and for the hooks."""
     session = uow.ledger.sessions.resolve(label)
     if session is None:
         agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
@@ -66,6 +69,7 @@ def send_to_session(
             source=source,
             text=text,
             occurred_at=uow.ledger.clock(),
+            model_overrides=model_overrides,
         )
     )
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")

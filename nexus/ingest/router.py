@@ -352,5 +352,6 @@ def _signal_running_turn(
             occurred_at=event.occurred_at,
             attachments=event.attachments,
             extends_answer=mode == QueueMode.STEER,
+            model_overrides=event.model_overrides,
         )
         uow.after_commit(partial(arrivals.steer, session_id, message))

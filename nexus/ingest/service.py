@@ -46,6 +46,7 @@ def _draft(event: NexusEvent, contact_id: str | None) -> EventDraft:
         occurred_at=event.occurred_at,
         payload=event.raw,
         contact_id=contact_id,
+        model_overrides=event.model_overrides,
     )
 
 

@@ -78,6 +78,8 @@ class AgentRecord(Record):
     default_model: str | None
     permissions: dict[str, Any]
     status: str
+    # Seed 000 ModelConfig (nexus.engine.model_config), as the persona's defaults.
+    default_model_config: dict[str, Any] = Field(default_factory=dict)
 
 
 class SessionRecord(Record):
@@ -100,6 +102,7 @@ class SessionRecord(Record):
     queue_cap: int | None = None
     drop_policy: DropPolicy | None = None
     debounce_ms: int | None = None
+    model_overrides: dict[str, Any] | None = None  # the session's own model configuration
     created_at: int
     updated_at: int
 
@@ -207,6 +210,7 @@ class TurnDraft(Record):
     tool_calls: tuple[ToolCallDraft, ...] = ()
     consumed: tuple[ConsumedItem, ...] = ()
     compaction: CompactionDraft | None = None
+    model_settings: dict[str, Any] | None = None  # the effective model configuration
 
 
 class CommitOutcome(Record):
@@ -270,6 +274,7 @@ class TurnRecord(Record):
     error_kind: str | None
     error_message: str | None
     source_event_id: str | None
+    model_settings: dict[str, Any] | None = None  # what the turn ran with, and from where
 
 
 class ThreadRecord(Record):
@@ -358,6 +363,7 @@ class EventDraft(Record):
     occurred_at: int
     payload: dict[str, Any] = Field(default_factory=dict)
     contact_id: str | None = None
+    model_overrides: dict[str, Any] | None = None  # the answering turn's model configuration
 
 
 class EventRecord(Record):
@@ -383,6 +389,7 @@ class EventRecord(Record):
     status: str
     disposition: str | None
     disposition_detail: str | None
+    model_overrides: dict[str, Any] | None = None
 
 
 class NewQueueItem(Record):

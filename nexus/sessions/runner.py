@@ -413,4 +413,5 @@ def _query(item: QueueItemRecord, event: EventRecord | None) -> QueryMessage:
         sender_id=event.sender_id,
         occurred_at=event.occurred_at,
         attachments=event.attachments,
+        model_overrides=event.model_overrides,
     )

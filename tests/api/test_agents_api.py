@@ -50,6 +50,7 @@ def test_an_agent_is_created_and_read_back(database: Database) -> None:
         "default_model": "scripted",
         "permissions": permissions,
         "status": "active",
+        "default_model_config": {},
         "capabilities": [],
     }
     fetched = client.get(f"/v1/agents/{created['id']}", headers=AUTH)

@@ -68,12 +68,12 @@ def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
             session = new_session(uow.ledger)
             chain = build_chain(uow.ledger, session, 12, compact_every=5, keep=2)
             uow.commit()
-        database.dispose()
-        command.downgrade(alembic_config(url), "0003")
+        # Read at head: today's code reads today's columns, which 0003 may not have yet.
         with database.unit_of_work() as uow:
             before = uow.ledger.threads.read_context(chain[-1])
             moves = uow.ledger.sessions.history(session.id)
         database.dispose()
+        command.downgrade(alembic_config(url), "0003")
         upgrade(url)
         with database.unit_of_work() as uow:
             after = uow.ledger.threads.read_context(chain[-1])
@@ -89,6 +89,7 @@ def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
         assert tables["session_history"].rstrip().endswith("WITHOUT ROWID")
         database.dispose()
         command.downgrade(alembic_config(url), "0003")  # and back, rows intact
+        upgrade(url)
         with database.unit_of_work() as uow:
             assert uow.ledger.threads.read_context(chain[-1]) == before
     finally:

@@ -247,7 +247,7 @@ def test_a_ledger_that_predates_costs_is_priced_by_the_migration_as_the_code_pri
             build_chain(uow.ledger, session, 3)  # scripted, 10 input tokens each
             uow.commit()
         database.dispose()
-        command.downgrade(alembic_config(url), "0006")  # costs gone: a ledger from before
+        command.downgrade(alembic_config(url), "0007")  # costs gone: a ledger from before
         upgrade(url)
         with database.engine.connect() as connection:
             found: dict[str, int | None] = dict(

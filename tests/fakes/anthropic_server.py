@@ -132,6 +132,11 @@ def thinking_block(index: int, thinking: str, signature: str = "sig_fake") -> li
     ]
 
 
+def redacted_thinking_block(index: int, data: str) -> list[Event]:
+    """Thinking the API encrypted: it comes whole in its start event, with no deltas."""
+    return [_block_start(index, {"type": "redacted_thinking", "data": data}), _block_stop(index)]
+
+
 def message_end(stop_reason: str, output_tokens: int) -> list[Event]:
     delta = {"stop_reason": stop_reason, "stop_sequence": None}
     usage = {"output_tokens": output_tokens}

@@ -17,6 +17,7 @@ from nexus.engine.model import (
     ModelRequest,
     ModelStreamEvent,
     TextDelta,
+    ThinkingDelta,
     ToolInputDelta,
     ToolSpec,
     ToolUseStarted,
@@ -25,6 +26,7 @@ from tests.fakes.anthropic_server import (
     FakeAnthropicServer,
     message_end,
     message_start,
+    redacted_thinking_block,
     text_block,
     thinking_block,
     tool_use_block,
@@ -157,6 +159,31 @@ def test_thinking_blocks_are_kept_as_they_came(fake: FakeAnthropicServer) -> Non
         {"type": "thinking", "thinking": "Hmm.", "signature": "sig_1"},
         {"type": "text", "text": "Yes."},
     )
+
+
+def test_thinking_is_asked_for_streamed_and_redacted_thinking_kept(
+    fake: FakeAnthropicServer,
+) -> None:
+    fake.reply_events(with_ping([message_start(), *thinking_block(0, "Let me see.", "sig_2"),
+                                 *redacted_thinking_block(1, "EncryptedBlob=="),
+                                 *text_block(2, "Yes."), *message_end("end_turn", 9)]))  # fmt: skip
+    events = _collect(_model(fake), replace(REQUEST, thinking=1024, max_tokens=2048))
+    body = fake.requests[0].body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["max_tokens"] == 2048 and "temperature" not in body
+    assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["Let me see."]
+    assert _done(events).content == (
+        {"type": "thinking", "thinking": "Let me see.", "signature": "sig_2"},
+        {"type": "redacted_thinking", "data": "EncryptedBlob=="},
+        {"type": "text", "text": "Yes."},
+    )
+
+
+def test_no_thinking_param_without_a_budget(fake: FakeAnthropicServer) -> None:
+    fake.reply_text("Fine.")
+    _collect(_model(fake), replace(REQUEST, temperature=0.3))
+    body = fake.requests[0].body
+    assert "thinking" not in body and body["temperature"] == 0.3
 
 
 def test_a_cut_off_tool_input_is_dropped_at_max_tokens(fake: FakeAnthropicServer) -> None:

@@ -10,7 +10,16 @@ from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.db import Database
 from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
-from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.fakes.anthropic_server import (
+    FakeAnthropicServer,
+    message_end,
+    message_start,
+    redacted_thinking_block,
+    text_block,
+    thinking_block,
+    tool_use_block,
+    with_ping,
+)
 from tests.support import FakeClock
 
 MODEL = "claude-sonnet-4-6"
@@ -88,3 +97,49 @@ def test_a_mid_stream_overload_fails_the_turn_and_keeps_the_partial_text(
     assert view.messages[-1].content == {"text": "The answer begins", "partial": True}
     assert after.thread_id is None  # off the chain: the session did not move
     assert "step.error" in rig.publisher.types(session.id)
+
+
+def test_a_thinking_tool_loop_sends_the_signed_thinking_back_unchanged(
+    pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
+) -> None:
+    weather = RecordingTool("get_weather", answer={"celsius": 18})
+    rig = _on_anthropic(
+        build_rig(pg_database, clock, tools=[weather], granted=["get_weather"]), fake
+    )
+    session = rig.session(capabilities=["test_tools"])
+    with pg_database.unit_of_work() as uow:
+        uow.ledger.sessions.configure(
+            session.id,
+            {"model_overrides": {"thinking": {"type": "enabled", "budget_tokens": 2048}}},
+        )
+        uow.commit()
+    fake.reply_events(with_ping([message_start(), *thinking_block(0, "Look it up.", "sig_A"),
+                                 *redacted_thinking_block(1, "Opaque=="),
+                                 *tool_use_block(2, "toolu_w1", "get_weather", '{"city": "Paris"}'),
+                                 *message_end("tool_use", 20)]))  # fmt: skip
+    answer_events = [*thinking_block(0, "18 it is.", "sig_B"), *text_block(1, "18 °C.")]
+    fake.reply_events(with_ping([message_start(), *answer_events, *message_end("end_turn", 9)]))
+    outcome = rig.say(session.id, "weather in Paris?")
+    assert outcome.status == "committed"
+    first, second = (received.body for received in fake.requests)
+    for body in (first, second):
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+        assert body["max_tokens"] == 2048 + rig.engine.max_tokens
+    signed = {"type": "thinking", "thinking": "Look it up.", "signature": "sig_A"}
+    redacted = {"type": "redacted_thinking", "data": "Opaque=="}
+    answer = second["messages"][-2]
+    assert answer["role"] == "assistant"
+    assert answer["content"][:2] == [signed, redacted]
+    assert answer["content"][2]["type"] == "tool_use" and answer["content"][2]["id"] == "toolu_w1"
+    assert second["messages"][-1]["content"][0]["tool_use_id"] == "toolu_w1"
+    # The next turn rebuilds the same blocks from the ledger, in the same places.
+    fake.reply_text("You are welcome.")
+    rig.say(session.id, "thanks")
+    replay = fake.requests[2].body["messages"]
+    assert replay[1]["content"][:2] == [signed, redacted]
+    assert replay[3]["content"][0] == {
+        "type": "thinking",
+        "thinking": "18 it is.",
+        "signature": "sig_B",
+    }
+    assert replay[3]["content"][1]["text"] == "18 °C."  # with the history's cache breakpoint

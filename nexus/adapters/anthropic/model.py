@@ -19,6 +19,7 @@ from nexus.engine.model import (
     ModelRequest,
     ModelStreamEvent,
     TextDelta,
+    ThinkingDelta,
     ToolInputDelta,
     ToolUseStarted,
 )
@@ -98,6 +99,8 @@ def _arguments(request: ModelRequest) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    if request.thinking is not None:
+        arguments["thinking"] = {"type": "enabled", "budget_tokens": request.thinking}
     if request.temperature is not None:
         # SDK 1.x+ dropped sampling knobs from create()'s signature; the API still takes them.
         arguments["extra_body"] = {"temperature": request.temperature}
@@ -190,8 +193,10 @@ class _StreamState:
             self.partial_json.setdefault(index, []).append(piece)
             return [ToolInputDelta(partial_json=piece, index=index)]
         if kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
-        elif kind == "signature_delta":
+            piece = delta.get("thinking", "")
+            block["thinking"] = block.get("thinking", "") + piece
+            return [ThinkingDelta(text=piece, index=index)] if piece else []
+        if kind == "signature_delta":
             block["signature"] = delta.get("signature", "")
         elif kind == "citations_delta":
             block.setdefault("citations", []).append(delta.get("citation"))

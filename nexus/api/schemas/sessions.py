@@ -6,6 +6,7 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from nexus.api.schemas.model import ModelConfigBody, ModelSettingsView
 from nexus.ingest.direct import DEFAULT_PERSONA
 from nexus.ledger.enums import MAX_DEBOUNCE_MS, DropPolicy, MessageSource, QueueMode
 from nexus.ledger.records import (
@@ -87,6 +88,10 @@ class SessionDetail(SessionView):
     queue: QueueSettingsView
     running: RunningView | None
     pending: PendingView
+    # What its next turn would run with (model_overrides above are the session's own);
+    # null, with the reason in model_settings_error, when the layers no longer fit together.
+    model_settings: ModelSettingsView | None = None
+    model_settings_error: str | None = None
 
 
 class SessionSettings(BaseModel):
@@ -100,6 +105,9 @@ class SessionSettings(BaseModel):
     drop: DropPolicy | None = None
     debounce_ms: Annotated[int, Field(ge=0, le=MAX_DEBOUNCE_MS)] | None = None
     archived: bool | None = None
+    # `model_config` in JSON (pydantic keeps the name for itself): the fields given replace
+    # the session's own, a null field clears one, `model_config: null` clears them all.
+    model_overrides: ModelConfigBody | None = Field(default=None, alias="model_config")
 
 
 class SendMessage(BaseModel):
@@ -109,6 +117,8 @@ class SendMessage(BaseModel):
     mode: QueueMode | None = None
     persona: StorableText | None = Field(default=None, min_length=1, max_length=200)
     source: CallerSource = MessageSource.HUMAN
+    # `model_config` in JSON: the model configuration of the turn that answers this message.
+    model_overrides: ModelConfigBody | None = Field(default=None, alias="model_config")
 
 
 class Queued(BaseModel):

@@ -46,6 +46,8 @@ class Event(Base):
     disposition: Mapped[str | None] = mapped_column(String(32))
     disposition_detail: Mapped[str | None] = mapped_column(Text)
     processed_at: Mapped[int | None] = mapped_column(Millis)
+    # The model configuration the turn that answers this event is to use (per-turn layer).
+    model_overrides: Mapped[dict[str, Any] | None] = mapped_column()
 
 
 class Entity(Base):

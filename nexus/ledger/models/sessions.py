@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -59,6 +61,8 @@ class Session(Base):
     queue_cap: Mapped[int | None] = mapped_column(Integer)
     drop_policy: Mapped[str | None] = mapped_column(String(16))
     debounce_ms: Mapped[int | None] = mapped_column(Integer)
+    # The session's own model configuration (seed 000 ModelConfig); NULL: the persona's.
+    model_overrides: Mapped[dict[str, Any] | None] = mapped_column()
     created_at: Mapped[int] = mapped_column(Millis)
     updated_at: Mapped[int] = mapped_column(Millis)
 

@@ -66,7 +66,7 @@ class Turn(Base):
     total_tokens: Mapped[int | None] = mapped_column(Integer)
     # The context's size right after this turn (last model call's input + output), exact.
     context_tokens: Mapped[int | None] = mapped_column(Integer)
-    # Priced when committed (migration 0011): micro-dollars, None for a model with no price,
+    # Priced when committed (migration 0008): micro-dollars, None for a model with no price,
     # and the price table's version, so a later price change never rewrites history.
     cost_micros: Mapped[int | None] = mapped_column(BigInteger)
     price_version: Mapped[str | None] = mapped_column(String(64))
@@ -75,6 +75,8 @@ class Turn(Base):
     error_kind: Mapped[str | None] = mapped_column(String(32))
     error_message: Mapped[str | None] = mapped_column(Text)
     source_event_id: Mapped[str | None] = mapped_column(String(255))
+    # The model configuration the turn ran with, each field with the layer it came from.
+    model_settings: Mapped[dict[str, Any] | None] = mapped_column()
 
 
 class Thread(Base):

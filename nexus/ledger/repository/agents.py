@@ -35,7 +35,7 @@ class AgentRepository:
             id=new_id(),
             name=name,
             system_prompt=system_prompt,
-            model_config={},
+            default_model_config={},
             permissions={},
             tags=[],
             status="active",
@@ -129,6 +129,7 @@ class AgentRepository:
         *,
         system_prompt: str = "",
         default_model: str | None = None,
+        default_model_config: Mapping[str, Any] | None = None,
         permissions: Mapping[str, Any] | None = None,
     ) -> AgentRecord:
         """A new persona; LedgerConflict when the name is taken (archived personas too)."""
@@ -139,7 +140,7 @@ class AgentRepository:
             name=name,
             system_prompt=system_prompt,
             default_model=default_model,
-            model_config={},
+            default_model_config=dict(default_model_config or {}),
             permissions=dict(permissions or {}),
             tags=[],
             status=AgentStatus.ACTIVE,
@@ -167,10 +168,17 @@ class AgentRepository:
         return [to_record(AgentRecord, row) for row in self._conn.execute(query)]
 
     def update_fields(self, agent_id: str, changes: Mapping[str, Any]) -> AgentRecord:
-        """Set exactly the given fields (name, system_prompt, default_model, permissions,
-        status); unlike `configure`, a None default_model clears it. A name another persona
-        holds is LedgerConflict; an unknown id is NotFound."""
-        allowed = {"name", "system_prompt", "default_model", "permissions", "status"}
+        """Set exactly the given fields (name, system_prompt, default_model,
+        default_model_config, permissions, status); unlike `configure`, a None default_model
+        clears it. A name another persona holds is LedgerConflict; an unknown id is NotFound."""
+        allowed = {
+            "name",
+            "system_prompt",
+            "default_model",
+            "default_model_config",
+            "permissions",
+            "status",
+        }
         unknown = set(changes) - allowed
         if unknown:
             raise ValueError(f"personas have no field(s) {', '.join(sorted(unknown))}")

@@ -38,7 +38,7 @@ class LedgerFigures:
     turn_latency_count: int
     deliveries: list[tuple[str, str, int]]  # platform, status, count
     delivery_failures: list[tuple[str, str, int]]  # platform, reason, count
-    # Model usage (migration 0011): tokens by kind, cost priced at commit, unpriced turns.
+    # Model usage (migration 0008): tokens by kind, cost priced at commit, unpriced turns.
     tokens: list[tuple[str, str, str, int]] = field(default_factory=list)  # model, persona, kind
     cost_micros: list[tuple[str, str, int]] = field(default_factory=list)  # model, persona
     unpriced_turns: list[tuple[str, str, int]] = field(default_factory=list)  # model, persona

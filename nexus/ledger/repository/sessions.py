@@ -274,7 +274,8 @@ class SessionRepository:
 
     def configure(self, session_id: str, values: dict[str, object]) -> SessionRecord:
         """Set the session's own queue settings and status (`queue_mode`, `queue_cap`,
-        `drop_policy`, `debounce_ms`, `status`); a None clears a setting back to its policy's
+        `drop_policy`, `debounce_ms`, `status`) and its model configuration
+        (`model_overrides`); a None clears a setting back to its policy's
         or the default. Names outside those are a programming error."""
         unknown = set(values) - _CONFIGURABLE
         if unknown:
@@ -351,7 +352,9 @@ class SessionRepository:
         )
 
 
-_CONFIGURABLE = frozenset({"queue_mode", "queue_cap", "drop_policy", "debounce_ms", "status"})
+_CONFIGURABLE = frozenset(
+    {"queue_mode", "queue_cap", "drop_policy", "debounce_ms", "status", "model_overrides"}
+)
 
 # An alias as listed: (alias, the label it points at, why it was written, when).
 AliasRow = tuple[str, str, str | None, int]

@@ -188,6 +188,12 @@ class TurnRepository:
             "error_kind": draft.error_kind,
             "error_message": draft.error_message,
             "source_event_id": draft.source_event_id,
+            # Core takes the JSON column as it is; the driver on SQLite needs it serialised.
+            "model_settings": (
+                draft.model_settings
+                if self._postgres or draft.model_settings is None
+                else json.dumps(draft.model_settings)
+            ),
         }
 
     def _rows(self, draft: TurnDraft, epoch: int, now: int) -> _CommitRows:

@@ -3,7 +3,7 @@
 Every turn counts, on the chain or off it (a failed or superseded attempt was billed too),
 compactions included: their summary call's usage is the compaction turn's. Cost is what
 each turn was priced at when it committed (`turns.cost_micros`); a turn with tokens and no
-cost is unpriced (its model had no price, or it predates migration 0011). A turn's day is
+cost is unpriced (its model had no price, or it predates migration 0008). A turn's day is
 the UTC day its run started (`started_at`), which `ix_turns_started_at` and
 `ix_turns_session_id_started_at` serve.
 """

@@ -12,8 +12,8 @@ to the counts of migration 0006 (`metric_deltas`), labelled by model and persona
 /metrics scrape reads them without scanning the ledger. A turn's usage is written once, with
 the row, so only inserts (and deletes) move these counts.
 
-Revision ID: 0011_usage
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-11-25
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011_usage"
-down_revision: str | None = "0006"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
