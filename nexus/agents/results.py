@@ -5,7 +5,7 @@ from __future__ import annotations
 from nexus.agents.posting import post
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.engine.service import CommitHook
+from nexus.engine.outcomes import CommitHook
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, TaskStatus, TurnStatus
 from nexus.ledger.records import SessionRecord

@@ -12,14 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus.db import Database, UnitOfWork
-from nexus.engine import budget, compaction_policy
+from nexus.db import Database
+from nexus.engine import compaction_policy
 from nexus.engine.attachments import AttachmentSource, WithAttachments
 from nexus.engine.capabilities import CapabilityRegistry
-from nexus.engine.context import AssembledContext, assemble, turn_pieces
+from nexus.engine.context import AssembledContext, assemble
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.credentials import NoSecrets, SecretSource
-from nexus.engine.model import ModelError, ModelPort, ModelUnavailable
+from nexus.engine.drafts import answer_draft, compaction_draft, refused_result, size_compaction
+from nexus.engine.model import ModelPort
 from nexus.engine.model_config import (
     DEFAULT_MAX_TOKENS,
     EffectiveConfig,
@@ -28,6 +29,13 @@ from nexus.engine.model_config import (
     parse,
     persona_layer,
     resolve,
+)
+from nexus.engine.outcomes import (
+    CommitHook,
+    CompactionOutcome,
+    Snapshot,
+    TurnOutcome,
+    reported,
 )
 from nexus.engine.permissions import read_permissions
 from nexus.engine.query import QueryMessage
@@ -39,66 +47,23 @@ from nexus.engine.stream import (
     NullPublisher,
     StreamEvent,
     StreamPublisher,
-    committed,
     worker_name,
 )
-from nexus.engine.summarize import Summary, fallback_digest, summarize, summary_request
+from nexus.engine.summarize import summarize_with
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import AfterTurn, CompactionAsk, Effect, ToolContext, ToolRegistry
-from nexus.engine.turn import TurnMachine, TurnResult, query_draft
+from nexus.engine.turn import TurnMachine, TurnResult
 from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (
     CompactionTrigger,
-    Disposition,
-    MessageRole,
     QueueMode,
     TurnStatus,
-    TurnType,
 )
 from nexus.ledger.records import (
-    AgentRecord,
-    CommitOutcome,
-    CompactionDraft,
     ConsumedItem,
-    ContextRead,
-    MessageDraft,
-    SessionRecord,
-    TokenUsage,
-    TurnDraft,
 )
 from nexus.pricing import BUILTIN, PriceTable
-
-SUMMARY_RESERVE_RATIO = 0.05  # of the window, kept free for the summary itself
-CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult], None]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What a run reads before it starts: the session as of its claim."""
-
-    session: SessionRecord
-    persona: AgentRecord
-    capability_ids: tuple[str, ...]
-    context: ContextRead
-    anchor_depth: int | None
-
-
-@dataclass(frozen=True)
-class CompactionOutcome:
-    status: str  # committed | fenced | nothing
-    turn_id: str | None = None
-    summary: str | None = None
-    fallback: bool = False
-    turns_summarized: int = 0
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    status: str  # committed | fenced | failed
-    turn_id: str
-    result: TurnResult | None
-    compactions: tuple[CompactionOutcome, ...] = ()
 
 
 @dataclass
@@ -364,18 +329,7 @@ class Engine:
     ) -> TurnOutcome:
         """The layers no longer fit together (say, a persona changed under a session's
         override): the attempt is recorded failed with the reason, and no model is called."""
-        error = ModelError("model_error", f"model configuration: {reason}")
-        result = TurnResult(
-            status=TurnStatus.FAILED,
-            messages=tuple(query_draft(query) for query in queries),
-            tool_calls=(),
-            usage=TokenUsage(),
-            context_tokens=None,
-            stop_reason=error.kind,
-            error=error,
-            injected=(),
-            model_calls=0,
-        )
+        result = refused_result(queries, reason)
         started = self.clock()
         status = self._commit(
             snapshot,
@@ -465,35 +419,19 @@ class Engine:
     ) -> str:
         """Commit (or record) the turn; what a committed one reports is added to
         `announce`, for the caller to publish after this commit."""
-        injected = tuple(
-            ConsumedItem(queue_item_id=q.queue_item_id, disposition=Disposition.INJECTED)
-            for q in result.injected
-            if q.queue_item_id is not None
-        )
         failed = result.status == TurnStatus.FAILED
-        model = config.model if config is not None else None
-        cost = self.prices.cost(model, result.usage)
-        draft = TurnDraft(
-            id=turn_id,
+        draft = answer_draft(
+            turn_id=turn_id,
             session_id=snapshot.session.id,
             parent_turn_id=snapshot.session.thread_id,
-            status=result.status,
+            result=result,
+            started=started,
+            completed=self.clock(),
+            consumed=consumed,
             queue_mode=queue_mode,
-            started_at=started,
-            completed_at=self.clock(),
-            usage=result.usage,
-            cost_micros=cost.micros,
-            price_version=cost.price_version,
-            context_tokens=result.context_tokens,
-            model=model,
-            model_settings=config.stored() if config is not None else None,
-            stop_reason=result.stop_reason,
-            error_kind=result.error.kind if result.error is not None else None,
-            error_message=result.error.message if result.error is not None else None,
-            source_event_id=next((q.event_id for q in queries if q.event_id), None),
-            messages=result.messages,
-            tool_calls=result.tool_calls,
-            consumed=() if failed else (*consumed, *injected),
+            queries=queries,
+            config=config,
+            prices=self.prices,
         )
         with self.database.unit_of_work() as uow:
             if failed:
@@ -521,7 +459,7 @@ class Engine:
                     hook(uow, snapshot.session, turn_id, result)
             uow.commit()
         if outcome.status == "committed":
-            announce.extend(_reported(draft, outcome, result.status.value))
+            announce.extend(reported(draft, outcome, result.status.value))
         return outcome.status
 
     # -- compaction --------------------------------------------------------------------------
@@ -560,115 +498,47 @@ class Engine:
         if context.head is None or not context.turns:
             return CompactionOutcome(status="nothing")
         config = self._plain_config(snapshot)
-        assembled = self._assemble(snapshot, (), config)
-        window = assembled.window
-        fixed = budget.estimate_text_tokens(assembled.request.system_text)
-        costs = [
-            compaction_policy.TurnCost(
-                turn_id=view.turn.id,
-                tokens=sum(budget.estimate_block_tokens(b) for _, b in turn_pieces(view)),
-            )
-            for view in context.turns
-        ]
-        if trigger == CompactionTrigger.OVERFLOW:
-            # The model measured the context as too long where our estimate did not: size the
-            # cut against what we estimated, so it shrinks whatever the estimate's error.
-            window = min(window, fixed + sum(cost.tokens for cost in costs))
-        plan = compaction_policy.plan_compaction(
-            costs,
-            window=window,
+        sizing = size_compaction(
+            context,
+            self._assemble(snapshot, (), config),
+            trigger=trigger,
             target_ratio=target_ratio,
-            fixed_tokens=fixed,
-            summary_reserve=int(window * SUMMARY_RESERVE_RATIO),
         )
-        if plan is None and trigger != CompactionTrigger.PROACTIVE:
-            # Asked for by name, or forced by the model: everything goes into the summary.
-            plan = compaction_policy.plan_compaction(
-                costs, window=window, target_ratio=0.0, fixed_tokens=0, summary_reserve=0
-            )
-        if plan is None:
+        if sizing is None:
             return CompactionOutcome(status="nothing")
-        summarized = [view for view in context.turns if view.turn.id in set(plan.summarized)]
+        summarized = [v for v in context.turns if v.turn.id in set(sizing.plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
         model_name = self._summary_model_name(config)
         started = self.clock()
-        request = summary_request(
-            model=model_name, prior=prior, turns=summarized, instructions=instructions
+        summary, provider = summarize_with(
+            self.model_for, model_name, prior=prior, turns=summarized, instructions=instructions
         )
-        try:
-            port = self.model_for(model_name)
-        except ModelUnavailable as error:
-            # Say, NEXUS_SUMMARY_MODEL names a model with no key here: the digest still
-            # compacts, rather than wedge the session.
-            provider = None
-            digest = fallback_digest(prior, summarized)
-            summary = Summary(digest, TokenUsage(), None, True, str(error))
-        else:
-            provider = port.provider
-            summary = summarize(port, request, prior=prior, turns=summarized)
-        summary_tokens = budget.estimate_text_tokens(summary.text)
-        cost = self.prices.cost(summary.model or model_name, summary.usage)
         turn_id = new_id()
-        draft = TurnDraft(
-            id=turn_id,
+        draft = compaction_draft(
+            turn_id=turn_id,
             session_id=snapshot.session.id,
-            parent_turn_id=context.head.turn_id,
-            turn_type=TurnType.COMPACTION,
-            started_at=started,
-            completed_at=self.clock(),
-            usage=summary.usage,
-            cost_micros=cost.micros,
-            price_version=cost.price_version,
-            context_tokens=plan.tokens_kept + summary_tokens + fixed,
-            model=summary.model or model_name,
-            stop_reason="compaction",
-            messages=(MessageDraft(role=MessageRole.SYSTEM, content={"text": summary.text}),),
-            consumed=tuple(consumed),
-            compaction=CompactionDraft(
-                summary=summary.text,
-                summarized_through_turn_id=plan.summarized_through_turn_id,
-                first_kept_turn_id=plan.first_kept_turn_id,
-                turns_summarized=len(plan.summarized),
-                trigger=trigger,
-                model=summary.model or model_name,
-                provider=provider,
-                tokens_before=plan.tokens_before + fixed,
-                tokens_after=plan.tokens_kept + summary_tokens + fixed,
-                summary_tokens=summary_tokens,
-                summarization_input_tokens=summary.usage.input_tokens,
-                summarization_output_tokens=summary.usage.output_tokens,
-                duration_ms=self.clock() - started,
-                instructions=instructions,
-                metadata={
-                    "fallback": summary.fallback,
-                    "error": summary.error,
-                    "kept_turns": len(plan.kept),
-                    "window": window,
-                    **(metadata or {}),
-                },
-            ),
+            head_turn_id=context.head.turn_id,
+            sizing=sizing,
+            summary=summary,
+            model_name=model_name,
+            provider=provider,
+            trigger=trigger,
+            started=started,
+            completed=self.clock(),
+            instructions=instructions,
+            consumed=consumed,
+            metadata=metadata,
+            prices=self.prices,
         )
         with self.database.unit_of_work() as uow:
             outcome = uow.ledger.turns.commit(draft, epoch=epoch)
             uow.commit()
         if outcome.status == "committed":
-            self.publisher.publish_many(_reported(draft, outcome, "compaction"))
+            self.publisher.publish_many(reported(draft, outcome, "compaction"))
         return CompactionOutcome(
             status=outcome.status,
             turn_id=turn_id,
             summary=summary.text,
             fallback=summary.fallback,
-            turns_summarized=len(plan.summarized),
+            turns_summarized=len(sizing.plan.summarized),
         )
-
-
-def _reported(draft: TurnDraft, outcome: CommitOutcome, status: str) -> list[StreamEvent]:
-    """The stream events a committed turn owes its watchers (published after the commit)."""
-    roles = [message.role.value for message in draft.messages]
-    return committed(
-        draft.session_id,
-        draft.id,
-        messages=list(zip(outcome.message_ids, roles, strict=True)),
-        consumed=[(item.queue_item_id, item.disposition.value) for item in draft.consumed],
-        status=status,
-    )

@@ -7,11 +7,11 @@ instead, so a session can always compact and never wedges on a broken model.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nexus.engine.context import SUMMARY_HEADER
-from nexus.engine.model import ModelDone, ModelError, ModelPort, ModelRequest
+from nexus.engine.model import ModelDone, ModelError, ModelPort, ModelRequest, ModelUnavailable
 from nexus.ledger.enums import MessageRole
 from nexus.ledger.records import MessageRecord, TokenUsage, TurnView
 
@@ -101,6 +101,25 @@ def summarize(
     if not text:
         return Summary(fallback_digest(prior, turns), done.usage, done.model, True, "empty summary")
     return Summary(text, done.usage, done.model or request.model, False)
+
+
+def summarize_with(
+    model_for: Callable[[str], ModelPort],
+    model_name: str,
+    *,
+    prior: str | None,
+    turns: Sequence[TurnView],
+    instructions: str | None,
+) -> tuple[Summary, str | None]:
+    """The summary by `model_name`, and the provider that wrote it (None: the digest)."""
+    request = summary_request(model=model_name, prior=prior, turns=turns, instructions=instructions)
+    try:
+        port = model_for(model_name)
+    except ModelUnavailable as error:
+        # Say, NEXUS_SUMMARY_MODEL names a model with no key here: the digest still compacts,
+        # rather than wedge the session.
+        return Summary(fallback_digest(prior, turns), TokenUsage(), None, True, str(error)), None
+    return summarize(port, request, prior=prior, turns=turns), port.provider
 
 
 def _final(port: ModelPort, request: ModelRequest) -> ModelDone:

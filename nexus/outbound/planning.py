@@ -11,8 +11,8 @@ from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
+from nexus.engine.outcomes import CommitHook
 from nexus.engine.rich import RichReply, RichReplyError, parse_rich
-from nexus.engine.service import CommitHook
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
 from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord

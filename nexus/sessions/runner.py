@@ -18,8 +18,9 @@ import structlog
 from nexus.agents.results import deliver
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
+from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import Engine, TurnOutcome
+from nexus.engine.service import Engine
 from nexus.engine.stream import QUEUE_ITEM_DEAD, StreamEvent
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import (

@@ -11,9 +11,10 @@ from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import Capability, CapabilityRegistry
 from nexus.engine.credentials import NoSecrets, SecretSource
 from nexus.engine.model import ToolSpec
+from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import ScriptedModel
-from nexus.engine.service import Engine, TurnOutcome
+from nexus.engine.service import Engine
 from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher
 from nexus.engine.tools import Tool, ToolContext, ToolRegistry
