@@ -45,7 +45,7 @@ def test_consecutive_turns_read_only_what_is_new(database: Database, clock: Fake
     fresh = dataclasses.replace(rig.engine, contexts=ContextCache(0)).snapshot(session.id)
     # The head has not moved: the session read alone. One turn later: that turn's rows.
     assert len(unchanged) == 1 and again.context.head is not None
-    assert len(after_one) == 1 + 2  # the walk, then its messages (tool calls are messages)
+    assert len(after_one) == 1 + 1  # the walk with its messages (tool calls are messages)
     assert cached.context.rows_read == 1 + 1 + 2
     assert cached == dataclasses.replace(
         fresh, context=fresh.context.model_copy(update={"rows_read": cached.context.rows_read})

@@ -146,13 +146,10 @@ class ThreadRepository:
             # Climb from the head no higher than the known head, which must be on the path
             # (a sibling branch at the same depth is not): read with compactions, so that a
             # known head that is itself the compaction is found, and keep the normal turns.
-            path = self._turns_on_path(
-                head.thread.turn_id, stop_at=None, skip_compactions=False, floor=known.head.depth
-            )
-            if path and path[0].id == known.head.turn_id:
-                normal = [t for t in path[1:] if t.turn_type == TurnType.NORMAL]
-                added = self._with_rows(normal, tool_calls=False)
-                rows = 1 + len(added) + sum(len(v.messages) + len(v.tool_calls) for v in added)
+            path = self._extension(head.thread.turn_id, floor=known.head.depth)
+            if path and path[0].turn.id == known.head.turn_id:
+                added = [v for v in path[1:] if v.turn.turn_type == TurnType.NORMAL]
+                rows = 1 + len(added) + sum(len(v.messages) for v in added)
                 return ContextRead(
                     head=head.thread,
                     compaction=head.compaction,
@@ -178,6 +175,26 @@ class ThreadRepository:
             rows_read=rows,
             anchor_depth=head.anchor_depth,
         )
+
+    def _extension(self, head_turn_id: str, *, floor: int) -> list[TurnView]:
+        """The turns from depth `floor` down to the head, compactions included, each with
+        its messages (no tool calls: the context does not read them), in one round trip."""
+        views: list[TurnView] = []
+        found: list[MessageRecord] = []
+        turn: TurnRecord | None = None
+        statement = _EXTENSIONS[self._conn.dialect.name == "postgresql"]
+        params = {"head": head_turn_id, "stop": None, "floor": floor}
+        for row in self._conn.execute(statement, params):
+            values = row._mapping
+            if turn is None or turn.id != values["id"]:
+                if turn is not None:
+                    views.append(TurnView(turn=turn, messages=tuple(found), tool_calls=()))
+                turn, found = _turn_of_row(values), []
+            if values["m_id"] is not None:
+                found.append(_message_of_row(values))
+        if turn is not None:
+            views.append(TurnView(turn=turn, messages=tuple(found), tool_calls=()))
+        return views
 
     def read_ancestry(self, turn_id: str) -> list[TurnView]:
         """Every turn from the root to `turn_id`, compactions included: the whole thread."""
@@ -290,6 +307,38 @@ def _walk_statement(postgres: bool, skip_compactions: bool) -> Select[Any]:
     )
 
 
+def _extension_statement(postgres: bool) -> Select[Any]:
+    """The walk from :head up to depth :floor (compactions included), each turn's row
+    beside each of its messages (NULLs for a turn with none), in path then sequence order."""
+    path = _path()
+    turn_columns = columns_for(turns, TurnRecord)
+    probe = select(*turn_columns).where(turns.c.id == path.c.turn_id)
+    walked: Any
+    if postgres:  # as in _walk_statement: one index probe per path row, never a hash join
+        walked = probe.offset(0).correlate(path).lateral("turn_on_path")
+        source = path.join(walked, true())
+    else:
+        walked, source = turns, path.join(turns, turns.c.id == path.c.turn_id)
+    return (
+        select(
+            *(walked.c[column.name] for column in turn_columns),
+            *(messages.c[name].label(f"m_{name}") for name in MessageRecord.model_fields),
+        )
+        .select_from(source.outerjoin(messages, messages.c.turn_id == walked.c.id))
+        .order_by(path.c.depth, messages.c.sequence)
+    )
+
+
+def _turn_of_row(values: Mapping[Any, Any]) -> TurnRecord:
+    return TurnRecord.model_validate({name: values[name] for name in TurnRecord.model_fields})
+
+
+def _message_of_row(values: Mapping[Any, Any]) -> MessageRecord:
+    return MessageRecord.model_validate(
+        {name: values[f"m_{name}"] for name in MessageRecord.model_fields}
+    )
+
+
 def _of_turns(postgres: bool, table: Table, columns: list[Column[Any]]) -> Select[Any]:
     """`table`'s rows whose turn is one of :ids, by the (turn_id, sequence) unique index.
     Postgres takes the ids as one array parameter, so the statement text (and its prepared
@@ -336,4 +385,5 @@ _TOOL_CALLS_OF = {
     postgres: _of_turns(postgres, tool_calls, columns_for(tool_calls, ToolCallRecord))
     for postgres in (True, False)
 }
+_EXTENSIONS = {postgres: _extension_statement(postgres) for postgres in (True, False)}
 _SQLITE_IDS_PER_QUERY = 500
