@@ -6,6 +6,7 @@ from collections import OrderedDict
 from threading import Lock
 
 from nexus.engine.context import Pieces, turn_pieces
+from nexus.ledger.enums import TurnType
 from nexus.ledger.records import ContextRead, TurnView
 
 DEFAULT_SESSIONS = 64
@@ -53,6 +54,32 @@ class ContextCache:
             while len(self._contexts) > self._sessions or self._held > self._turns:
                 _, evicted = self._contexts.popitem(last=False)
                 self._held -= len(evicted.turns)
+
+    def advance(self, session_id: str, view: TurnView) -> None:
+        """The session's context plus a turn this process just committed on its head, so the
+        next read of the session finds it known instead of reading it back. Only a normal
+        turn on the cached head extends it (a compaction starts a new context: read it)."""
+        with self._lock:
+            known = self._contexts.get(session_id)
+        head = known.head if known is not None else None
+        if (
+            known is None
+            or head is None
+            or view.turn.turn_type != TurnType.NORMAL
+            or view.turn.parent_turn_id != head.turn_id
+        ):
+            return
+        # The head as the thread row will read (the read itself hands out the stored row).
+        moved = head.model_copy(
+            update={
+                "turn_id": view.turn.id,
+                "parent_turn_id": head.turn_id,
+                "depth": head.depth + 1,
+                "total_tokens": head.total_tokens + (view.turn.total_tokens or 0),
+            }
+        )
+        turns = (*known.turns, view)
+        self.put(session_id, known.model_copy(update={"head": moved, "turns": turns}))
 
     def rendered(self, view: TurnView) -> Pieces:
         """`turn_pieces(view)`, computed once per turn while it is among the `turns` most

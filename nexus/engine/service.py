@@ -459,6 +459,8 @@ class Engine:
                     hook(uow, snapshot.session, turn_id, result)
             uow.commit()
         if outcome.status == "committed":
+            if outcome.view is not None:
+                self.contexts.advance(snapshot.session.id, outcome.view)
             announce.extend(reported(draft, outcome, result.status.value))
         return outcome.status
 

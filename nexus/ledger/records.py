@@ -220,6 +220,9 @@ class CommitOutcome(Record):
     turn_id: str | None = None
     reason: str | None = None
     message_ids: tuple[str, ...] = ()  # the committed turn's messages, in sequence order
+    # What a committed turn wrote, as a read would return it (without its tool-call rows):
+    # the writer's context cache extends itself by it instead of reading it back.
+    view: TurnView | None = None
 
     @property
     def committed(self) -> bool:

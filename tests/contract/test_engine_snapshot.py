@@ -12,7 +12,9 @@ from sqlalchemy import event
 
 from nexus.db import Database
 from nexus.engine.context_cache import ContextCache
-from tests.contract.engine_support import build_rig
+from nexus.engine.scripted import CallTools, Say
+from nexus.ledger.enums import MessageSource
+from tests.contract.engine_support import RecordingTool, build_rig
 from tests.support import FakeClock
 
 
@@ -40,17 +42,64 @@ def test_consecutive_turns_read_only_what_is_new(database: Database, clock: Fake
     with statements(database) as unchanged:
         again = rig.engine.snapshot(session.id)
     rig.say(session.id, "one more")
-    with statements(database) as after_one:
+    with statements(database) as after_own:
         cached = rig.engine.snapshot(session.id)
     fresh = dataclasses.replace(rig.engine, contexts=ContextCache(0)).snapshot(session.id)
-    # The head has not moved: the session read alone. One turn later: that turn's rows.
+    # The head has not moved: the session read alone. One turn later, a turn this process
+    # committed itself: still the session read alone, the turn is known from its commit.
     assert len(unchanged) == 1 and again.context.head is not None
-    assert len(after_one) == 1 + 1  # the walk with its messages (tool calls are messages)
-    assert cached.context.rows_read == 1 + 1 + 2
+    assert len(after_own) == 1
     assert cached == dataclasses.replace(
         fresh, context=fresh.context.model_copy(update={"rows_read": cached.context.rows_read})
     )
     assert len(cached.context.turns) == 7
+
+
+def test_a_turn_committed_elsewhere_is_read_in_one_statement(
+    database: Database, clock: FakeClock
+) -> None:
+    mine, theirs = build_rig(database, clock), build_rig(database, clock)
+    session = mine.session()
+    for number in range(3):
+        mine.say(session.id, f"question {number}")
+    theirs.say(session.id, "from another worker")
+    with statements(database) as after_theirs:
+        cached = mine.engine.snapshot(session.id)
+    fresh = dataclasses.replace(mine.engine, contexts=ContextCache(0)).snapshot(session.id)
+    assert len(after_theirs) == 1 + 1  # the session, then the walk with its messages
+    assert cached.context.rows_read == 1 + 1 + 2
+    assert cached == dataclasses.replace(
+        fresh, context=fresh.context.model_copy(update={"rows_read": cached.context.rows_read})
+    )
+
+
+def test_a_tool_turn_known_from_its_commit_is_what_a_read_gives(
+    database: Database, clock: FakeClock
+) -> None:
+    lookup = RecordingTool("lookup", answer={"found": 3, "where": {"z": 1, "a": [1, 2]}})
+    rig = build_rig(database, clock, tools=[lookup], granted=["lookup", "current_time"])
+    session = rig.session(capabilities=["test_tools"])
+    rig.say(session.id, "hello")
+    rig.engine.snapshot(session.id)
+    rig.model.push(
+        CallTools(
+            (("lookup", {"q": "x", "b": {"d": 1, "c": 2}}), ("current_time", {})),
+            text="Let me check.",
+            thinking="I should look it up.",
+        ),
+        Say("There are 3."),
+    )
+    rig.say(session.id, "how many?", source=MessageSource.WEBHOOK)
+    with statements(database) as seen:
+        cached = rig.engine.snapshot(session.id)
+    fresh = dataclasses.replace(rig.engine, contexts=ContextCache(0)).snapshot(session.id)
+    assert len(seen) == 1
+    assert cached == dataclasses.replace(
+        fresh, context=fresh.context.model_copy(update={"rows_read": cached.context.rows_read})
+    )
+    # What the model is shown next is the same, block for block.
+    shown = rig.engine._assemble(cached, ()).request.messages
+    assert shown == rig.engine._assemble(fresh, ()).request.messages
 
 
 def test_turns_another_process_committed_are_read(database: Database, clock: FakeClock) -> None:

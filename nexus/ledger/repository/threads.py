@@ -142,7 +142,9 @@ class ThreadRepository:
         if known is not None and extends(known, head):
             assert known.head is not None  # extends() says so
             if known.head.turn_id == head.thread.turn_id:
-                return known
+                # The stored head row, whether this process read it or extended to it itself.
+                same = known.head == head.thread
+                return known if same else known.model_copy(update={"head": head.thread})
             # Climb from the head no higher than the known head, which must be on the path
             # (a sibling branch at the same depth is not): read with compactions, so that a
             # known head that is itself the compaction is found, and keep the normal turns.

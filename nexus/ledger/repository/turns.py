@@ -10,7 +10,7 @@ from sqlalchemy import Connection, CursorResult, Executable, select
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
-from nexus.ledger.records import CommitOutcome, TurnDraft
+from nexus.ledger.records import CommitOutcome, MessageRecord, TurnDraft, TurnRecord, TurnView
 from nexus.ledger.repository import driver
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 from nexus.ledger.repository.turn_commit_sql import (
@@ -96,9 +96,7 @@ class TurnRepository:
         if wrote.consumed != len(draft.consumed):
             raise LedgerConflict(_not_all_open(draft))
         self._insert_tool_calls_and_compaction(draft, rows.now)
-        return CommitOutcome(
-            status="committed", turn_id=draft.id, message_ids=tuple(m["id"] for m in rows.messages)
-        )
+        return _committed(draft, rows)
 
     def _commit_step_by_step(
         self, draft: TurnDraft, epoch: int, rows: _CommitRows
@@ -117,9 +115,7 @@ class TurnRepository:
         self._insert_tool_calls_and_compaction(draft, rows.now)
         self._run(MOVE_HEAD, rows.head)
         self._consume_items(draft, rows.items)
-        return CommitOutcome(
-            status="committed", turn_id=draft.id, message_ids=tuple(m["id"] for m in rows.messages)
-        )
+        return _committed(draft, rows)
 
     def _run(
         self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]]
@@ -304,3 +300,26 @@ def _not_all_open(draft: TurnDraft) -> str:
     # answer one input twice. The caller's unit of work rolls back.
     ids = [item.queue_item_id for item in draft.consumed]
     return f"queue items {ids} of session {draft.session_id} are not all open"
+
+
+def _committed(draft: TurnDraft, rows: _CommitRows) -> CommitOutcome:
+    """The outcome of a commit that wrote `rows`, with the turn as a read would return it."""
+    turn = TurnRecord.model_validate(
+        {
+            **{name: rows.turn[name] for name in TurnRecord.model_fields if name in rows.turn},
+            "model_settings": draft.model_settings,  # the row holds it serialised on SQLite
+        }
+    )
+    written = tuple(
+        # Through JSON, as the column stores it: what the next read would see.
+        MessageRecord.model_validate(
+            {**message, "content": json.loads(json.dumps(message["content"]))}
+        )
+        for message in rows.messages
+    )
+    return CommitOutcome(
+        status="committed",
+        turn_id=draft.id,
+        message_ids=tuple(message.id for message in written),
+        view=TurnView(turn=turn, messages=written, tool_calls=()),
+    )
