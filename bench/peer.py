@@ -91,9 +91,12 @@ class NexusThread:
     def step(self) -> int:
         draft = text_turn(self.session, self.head, f"question {self.steps}")
         with self.database.unit_of_work() as uow:
-            if not uow.ledger.turns.commit(draft, epoch=self.epoch).committed:
+            outcome = uow.ledger.turns.commit(draft, epoch=self.epoch)
+            if not outcome.committed or outcome.view is None:
                 raise RuntimeError("the benchmark's own commit was fenced")
             uow.commit()
+        # As Engine._commit does: the committing worker knows its turn without reading it.
+        self.engine.contexts.advance(self.session.id, outcome.view)
         self.head, self.steps = draft.id, self.steps + 1
         return assemble_context(self.engine, self.session.id)
 

@@ -164,6 +164,32 @@ def history_pieces(context: ContextRead, render: TurnRenderer | None = None) -> 
     return pieces
 
 
+Messages = list[dict[str, Any]]
+# How a context's history becomes messages: `history_messages`, or a memo of it that extends
+# the previous context's messages by the turns added since (see ContextCache.merged).
+HistoryMerger = Callable[[ContextRead, TurnRenderer], Messages]
+
+
+def history_messages(context: ContextRead, render: TurnRenderer) -> Messages:
+    """The history as alternating messages. Shared by later requests: never change them in
+    place (`with_pieces` copies what it changes)."""
+    return merge_roles(history_pieces(context, render))
+
+
+def with_pieces(messages: Messages, pieces: Iterable[tuple[str, list[Block]]]) -> Messages:
+    """`messages` followed by `pieces`, merged as `merge_roles` would, copying (not changing)
+    any message the pieces join."""
+    joined = list(messages)
+    for role, blocks in pieces:
+        if joined and joined[-1]["role"] == role:
+            joined[-1] = {"role": role, "content": [*joined[-1]["content"], *blocks]}
+        else:
+            joined.append({"role": role, "content": list(blocks)})
+    if joined and joined[0]["role"] != "user":
+        joined.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+    return joined
+
+
 def turn_pieces(view: TurnView) -> Pieces:
     """One turn's messages as the model sees them. The blocks are shared by every request
     built from a memo of this, so nothing may change them in place."""
@@ -198,28 +224,40 @@ def assemble(
     render: TurnRenderer | None = None,
     session: SessionRecord | None = None,
     workspace: str = "",
+    merged: HistoryMerger | None = None,
 ) -> AssembledContext:
     system = system_prompt(persona, prompt_additions, tools, session=session, workspace=workspace)
-    history = history_pieces(context, render)
+    render = render or turn_pieces
+    history = (merged or history_messages)(context, render)
+    if history:  # the history up to a cache breakpoint on its last block
+        last = history[-1]
+        history = [*history[:-1], {**last, "content": layers.mark_last_block(last["content"])}]
     new = query_pieces(queries)
     request = ModelRequest(
         model=model,
         system=system,
         # Stable layers, then the history up to a cache breakpoint, then this turn's input.
-        messages=tuple(merge_roles([*layers.mark_history_end(history), *new])),
+        messages=tuple(with_pieces(history, new)),
         tools=tuple(tools),
         max_tokens=max_tokens,
     )
     return AssembledContext(
         request=request,
         window=window or budget.context_window(model),
-        tokens=estimate_size(context, history, new, request.system_text, tools, anchor_depth),
+        tokens=estimate_size(
+            context,
+            lambda: history_pieces(context, render),
+            new,
+            request.system_text,
+            tools,
+            anchor_depth,
+        ),
     )
 
 
 def estimate_size(
     context: ContextRead,
-    history: Sequence[tuple[str, list[Block]]],
+    history: Callable[[], Sequence[tuple[str, list[Block]]]],
     new: Sequence[tuple[str, list[Block]]],
     system: str,
     tools: Sequence[ToolSpec],
@@ -241,5 +279,5 @@ def estimate_size(
     fixed = budget.estimate_text_tokens(system) + sum(
         budget.estimate_text_tokens(json.dumps(tool.input_schema)) + 10 for tool in tools
     )
-    history_tokens = sum(budget.estimate_block_tokens(blocks) for _, blocks in history)
+    history_tokens = sum(budget.estimate_block_tokens(blocks) for _, blocks in history())
     return fixed + history_tokens + new_tokens

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from threading import Lock
 
-from nexus.engine.context import Pieces, turn_pieces
+from nexus.engine.context import (
+    Messages,
+    Pieces,
+    TurnRenderer,
+    history_messages,
+    turn_pieces,
+    with_pieces,
+)
 from nexus.ledger.enums import TurnType
 from nexus.ledger.records import ContextRead, TurnView
 
@@ -13,6 +21,16 @@ DEFAULT_SESSIONS = 64
 # Turns held across all sessions: a context grows until its next compaction, so a count of
 # sessions alone would let a worker's memory grow with its sessions' histories.
 DEFAULT_TURNS = 2_000
+
+
+@dataclass(frozen=True)
+class _Merged:
+    """A context's history as messages, and which context that was."""
+
+    compaction_id: str | None
+    turn_count: int
+    last_turn_id: str | None
+    messages: Messages
 
 
 class ContextCache:
@@ -33,6 +51,9 @@ class ContextCache:
         self._contexts: OrderedDict[str, ContextRead] = OrderedDict()
         # Each turn rendered for the model once, not once per later turn of its session.
         self._rendered: OrderedDict[str, Pieces] = OrderedDict()
+        # Per anchor (a compaction, or a chain's root): the last history merged into messages,
+        # which the next context on that anchor extends by its new turns.
+        self._merged: OrderedDict[str, _Merged] = OrderedDict()
         self._lock = Lock()  # `nexus dev` runs turns on several threads
 
     def get(self, session_id: str) -> ContextRead | None:
@@ -97,6 +118,36 @@ class ContextCache:
                 while len(self._rendered) > self._turns:
                     self._rendered.popitem(last=False)
         return pieces
+
+    def merged(self, context: ContextRead, render: TurnRenderer) -> Messages:
+        """`history_messages(context, render)`, extended from the last context merged on the
+        same anchor when this one continues it (a context is a path: the same compaction and
+        the same turn at the same place mean the same turns before it)."""
+        if context.head is None or self._sessions <= 0:
+            return history_messages(context, render)
+        anchor = context.head.anchor_turn_id
+        compaction_id = context.compaction.turn_id if context.compaction is not None else None
+        with self._lock:
+            known = self._merged.get(anchor)
+        turns = context.turns
+        if (
+            known is not None
+            and known.messages
+            and known.compaction_id == compaction_id
+            and 0 < known.turn_count <= len(turns)
+            and turns[known.turn_count - 1].turn.id == known.last_turn_id
+        ):
+            added = [piece for view in turns[known.turn_count :] for piece in render(view)]
+            messages = with_pieces(known.messages, added) if added else known.messages
+        else:
+            messages = history_messages(context, render)
+        last = turns[-1].turn.id if turns else None
+        with self._lock:
+            self._merged[anchor] = _Merged(compaction_id, len(turns), last, messages)
+            self._merged.move_to_end(anchor)
+            while len(self._merged) > self._sessions:
+                self._merged.popitem(last=False)
+        return messages
 
     @property
     def turns_held(self) -> int:

@@ -167,6 +167,7 @@ class Engine:
             max_tokens=config.max_tokens,
             window=self.context_window,
             render=self.contexts.rendered,
+            merged=self.contexts.merged,
             session=snapshot.session,
             workspace=(
                 self.workspace.layer(snapshot.persona.name) if self.workspace is not None else ""
