@@ -10,6 +10,7 @@ from rich.console import Console
 
 from nexus.cli.model_options import describe
 from nexus.db import Database
+from nexus.pricing import usd
 from nexus.settings import Settings
 
 console = Console()
@@ -40,6 +41,9 @@ def turn(settings: Settings, turn_id: str, *, as_json: bool) -> None:
     console.print(f"[bold]{t.id}[/bold] {t.turn_type} {t.status} parent={t.parent_turn_id}")
     if t.turn_type == "normal":
         console.print(f"  {describe(t.model_settings)}", markup=False, highlight=False)
+    if t.total_tokens:
+        cost = f"${usd(t.cost_micros)}" if t.cost_micros is not None else "unpriced"
+        console.print(f"  {t.total_tokens} tokens, {cost} ({t.model})", markup=False)
     for message in view.messages:
         content = dict(message.content)
         for block in content.pop("thinking", None) or ():

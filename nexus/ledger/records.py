@@ -278,6 +278,9 @@ class TurnRecord(Record):
     error_message: str | None
     source_event_id: str | None
     model_settings: dict[str, Any] | None = None  # what the turn ran with, and from where
+    # Priced when it committed: micro-dollars (None: its model had no price) and the table.
+    cost_micros: int | None = None
+    price_version: str | None = None
 
 
 class ThreadRecord(Record):

@@ -80,6 +80,8 @@ def test_a_turn_on_the_real_sdk_is_priced_at_commit_to_the_micro_dollar(
     assert rows == {turn_id: TURN_MICROS, compaction_id: SUMMARY_MICROS}
 
     client = _client(database)
+    shown = client.get(f"/v1/turns/{turn_id}", headers=AUTH).json()["turn"]
+    assert (shown["cost_micros"], shown["price_version"]) == (TURN_MICROS, BUILTIN_PRICE_VERSION)
     body = client.get("/v1/usage", headers=AUTH).json()
     assert body["totals"] == {
         "turns": 2,

@@ -54,6 +54,9 @@ def test_turn_shows_messages_and_refuses_unknown_ids(three_turns: list[str]) -> 
     assert shown.exit_code == 0, shown.output
     view = json.loads(shown.stdout)
     assert view["messages"][0]["content"]["text"] == "ACME owes 300"
+    assert view["turn"]["cost_micros"] == 0  # the scripted model costs nothing
+    plain = runner.invoke(app, ["turn", three_turns[1]])
+    assert plain.exit_code == 0 and "tokens, $0.000000 (scripted)" in plain.stdout
     assert runner.invoke(app, ["turn", "nope"]).exit_code == 1
 
 
