@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from nexus.db import Database
 from nexus.engine import compaction_policy
 from nexus.engine.attachments import AttachmentSource, WithAttachments
@@ -64,6 +66,8 @@ from nexus.ledger.records import (
     ConsumedItem,
 )
 from nexus.pricing import BUILTIN, PriceTable
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass
@@ -315,7 +319,10 @@ class Engine:
         )
         asked = after.compaction
         if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
-            compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, announce))
+            try:
+                compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, announce))
+            except Exception:  # the turn is committed: a failed extra must not undo its report
+                log.exception("asked_compaction_failed", session_id=session_id, turn_id=turn_id)
         return TurnOutcome(status, turn_id, result, tuple(compactions))
 
     def _refuse_config(

@@ -238,6 +238,29 @@ def test_an_unreachable_summary_model_still_compacts_with_a_digest(
     assert row["provider"] is None
 
 
+def test_a_crash_in_the_asked_compaction_leaves_the_committed_turn_committed(
+    database: Database, clock: FakeClock
+) -> None:
+    rig = build_rig(database, clock)
+
+    def model_for(name: str) -> ModelPort:
+        if name == "broken-summariser":
+            raise RuntimeError("a bug in the summariser's wiring")
+        return rig.model
+
+    rig.engine.model_for = model_for
+    rig.engine.summary_model = "broken-summariser"
+    session = rig.session(capabilities=["compaction"])
+    _talk(rig, session.id, 2)
+    rig.model.push(CallTools(((COMPACT, {}),), text="Tidying."), Say("Done."))
+    outcome = rig.say(session.id, "please compact")
+
+    # The answer is on the chain and reported as such; only the compaction did not happen.
+    assert outcome.status == "committed" and outcome.compactions == ()
+    assert outcome.result is not None and outcome.result.status == TurnStatus.COMPLETED
+    assert _head(database, session.id) == outcome.turn_id
+
+
 def test_through_the_session_run_the_next_input_reads_the_summary(
     database: Database, clock: FakeClock
 ) -> None:
