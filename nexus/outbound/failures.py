@@ -19,7 +19,15 @@ def http_status(error: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+STORED_CHARS = 2_000  # of a failure kept on its delivery row, for an operator to read
+
+
 def excerpt(error: str, limit: int = EXCERPT_CHARS) -> str:
     """At most `limit` characters of `error`, URL credentials blanked first."""
     clean = _USERINFO.sub("[redacted]@", _BOT_PATH.sub("/bot[redacted]", error))
     return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+def stored(error: str) -> str:
+    """What a delivery row keeps of a failure: the same blanking, a longer bound."""
+    return excerpt(error, STORED_CHARS)

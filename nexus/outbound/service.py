@@ -19,7 +19,7 @@ from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
-from nexus.outbound.failures import excerpt, http_status
+from nexus.outbound.failures import excerpt, http_status, stored
 from nexus.outbound.ports import RateLimiter, Refused, RetryLater, Sender, SendResult, Sent
 from nexus.outbound.retry import RetryPolicy
 
@@ -139,13 +139,14 @@ class DeliveryService:
         if isinstance(result, RetryLater):
             delay = self.policy.delay_ms(delivery.attempts, result.retry_after_ms)
             if delay is not None:
-                if deliveries.retry_at(delivery.id, uow.ledger.clock() + delay, result.error):
+                at = uow.ledger.clock() + delay
+                if deliveries.retry_at(delivery.id, at, stored(result.error)):
                     uow.after_commit(partial(self.doorbell.delivery_ready, delivery.id, delay))
                 return "retry"
             error = f"gave up after {delivery.attempts} attempts: {result.error}"
         else:
             error = result.error
-        deliveries.fail(delivery.id, error)
+        deliveries.fail(delivery.id, stored(error))
         return "failed"
 
     def _may_resend(self, delivery: DeliveryRecord) -> bool:

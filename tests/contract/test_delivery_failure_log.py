@@ -81,3 +81,14 @@ def test_the_logged_answer_is_bounded_and_carries_no_bot_token(
     assert len(str(refused["error"])) <= 500
     whole = json.dumps(lines)
     assert BOT_TOKEN not in whole and BOT_TOKEN.split(":")[1] not in whole
+
+
+def test_the_stored_error_carries_no_bot_token_either(
+    database: Database, clock: FakeClock, fake: FakePlatforms
+) -> None:
+    echoed = f"no route for POST /bot{BOT_TOKEN}/sendMessage"
+    _logged(database, clock, fake, 404, {"description": echoed})
+    with database.engine.connect() as connection:
+        stored = [row[0] for row in connection.exec_driver_sql("SELECT error FROM deliveries")]
+    assert any("no route for POST /bot[redacted]/sendMessage" in (e or "") for e in stored)
+    assert not any(BOT_TOKEN.split(":")[1] in (e or "") for e in stored)
