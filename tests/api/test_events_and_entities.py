@@ -64,6 +64,38 @@ def test_a_bad_event_body_is_422_with_the_field(database: Database) -> None:
     assert "occurred_at" in response.json()["error"]["message"]
 
 
+def test_a_bridge_event_keeps_its_attachments_and_refuses_ones_out_of_bounds(
+    database: Database,
+) -> None:
+    client, _ = _client(database)
+    photo = {
+        "kind": "image",
+        "url": "https://files.example.com/p/1.jpg",
+        "mime_type": "image/jpeg",
+        "name": "receipt.jpg",
+        "size": 48_213,
+        "width": 1280,
+        "height": 960,
+    }
+    body = _imessage("imessage:p:+15551234567/2") | {"text": "", "attachments": [photo]}
+    stored = client.post("/v1/events", json=body, headers=AUTH)
+    assert stored.status_code == 202, stored.text
+    found = client.get(f"/v1/events/{stored.json()['event_id']}", headers=AUTH).json()
+    assert [{k: v for k, v in a.items() if v is not None} for a in found["attachments"]] == [photo]
+    # Over the bounds: a clear 422 naming the field, and nothing stored.
+    for bad in ({**photo, "size": -1}, {**photo, "name": "x" * 256}):
+        refused = client.post(
+            "/v1/events",
+            json=_imessage("imessage:p:+15551234567/3") | {"attachments": [bad]},
+            headers=AUTH,
+        )
+        assert refused.status_code == 422 and "attachments" in refused.json()["error"]["message"]
+    too_many = _imessage("imessage:p:+15551234567/4") | {"attachments": [photo] * 21}
+    assert client.post("/v1/events", json=too_many, headers=AUTH).status_code == 422
+    with database.reading() as uow:
+        assert uow.ledger.events.get(stored.json()["event_id"].replace("/2", "/3")) is None
+
+
 @pytest.mark.parametrize(
     ("headers", "message"),
     [
