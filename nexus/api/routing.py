@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError
+from nexus.api.model_settings import check_model
+from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS, CallerSource
 from nexus.bootstrap import Nexus
 from nexus.ingest.direct import send_to_session
@@ -35,6 +37,8 @@ class RouteRequest(BaseModel):
     content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     mode: QueueMode | None = None
     source: CallerSource = MessageSource.HUMAN
+    # `model_config` in JSON: the configuration of the turn that answers the content.
+    model_overrides: ModelConfigBody | None = Field(default=None, alias="model_config")
 
     @model_validator(mode="after")
     def _one_target_at_most(self) -> RouteRequest:
@@ -132,7 +136,9 @@ def _route(graph: Nexus, body: RouteRequest) -> RouteQueued:
             source=body.source,
             arrivals=graph.coordination,
             queueing=graph.queue_policy,
+            model_overrides=without_nulls(body.model_overrides),
         )
+        check_model(uow, graph.settings.default_model, queued.session, body.model_overrides)
         uow.commit()
     session = queued.session
     return RouteQueued(

@@ -207,3 +207,29 @@ def test_the_turn_shows_the_config_it_ran_with_and_its_thinking(
     assert answer["thinking"] == [
         {"type": "thinking", "thinking": "Let me think.", "signature": signed("Let me think.")}
     ]
+
+
+def test_the_route_primitive_carries_a_turns_config_and_refuses_a_bad_one(
+    database: Database,
+) -> None:
+    client = _client(database)
+    _session(client, "chat", "atlas")
+    routed = client.post(
+        "/v1/route",
+        json={"session": "chat", "content": "think", "model_config": {"thinking": THINKING}},
+        headers=AUTH,
+    )
+    assert routed.status_code == 202, routed.text
+    with database.unit_of_work() as uow:
+        event = uow.ledger.events.get(routed.json()["event_id"])
+    assert event is not None and event.model_overrides == {"thinking": THINKING}
+    _persona(client, "warm", {"temperature": 0.9})
+    _session(client, "warm-chat", "warm")
+    clash = client.post(
+        "/v1/route",
+        json={"session": "warm-chat", "content": "x", "model_config": {"thinking": THINKING}},
+        headers=AUTH,
+    )
+    assert clash.status_code == 422 and clash.json()["error"]["type"] == "invalid_model_config"
+    detail = client.get("/v1/sessions/warm-chat", headers=AUTH).json()
+    assert detail["pending"]["count"] == 0
