@@ -141,6 +141,8 @@ class ContextCache:
             messages = with_pieces(known.messages, added) if added else known.messages
         else:
             messages = history_messages(context, render)
+        if len(turns) > self._turns:
+            return messages  # too long to keep, as for the context itself
         last = turns[-1].turn.id if turns else None
         with self._lock:
             self._merged[anchor] = _Merged(compaction_id, len(turns), last, messages)
