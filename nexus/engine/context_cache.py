@@ -54,6 +54,7 @@ class ContextCache:
         # Per anchor (a compaction, or a chain's root): the last history merged into messages,
         # which the next context on that anchor extends by its new turns.
         self._merged: OrderedDict[str, _Merged] = OrderedDict()
+        self._merged_turns = 0  # the turns those histories hold, bounded like `_held`
         self._lock = Lock()  # `nexus dev` runs turns on several threads
 
     def get(self, session_id: str) -> ContextRead | None:
@@ -141,15 +142,23 @@ class ContextCache:
             messages = with_pieces(known.messages, added) if added else known.messages
         else:
             messages = history_messages(context, render)
-        if len(turns) > self._turns:
-            return messages  # too long to keep, as for the context itself
         last = turns[-1].turn.id if turns else None
         with self._lock:
+            replaced = self._merged.pop(anchor, None)
+            if replaced is not None:
+                self._merged_turns -= replaced.turn_count
+            if len(turns) > self._turns:
+                return messages  # too long to keep, as for the context itself
             self._merged[anchor] = _Merged(compaction_id, len(turns), last, messages)
-            self._merged.move_to_end(anchor)
-            while len(self._merged) > self._sessions:
-                self._merged.popitem(last=False)
+            self._merged_turns += len(turns)
+            while len(self._merged) > self._sessions or self._merged_turns > self._turns:
+                _, evicted = self._merged.popitem(last=False)
+                self._merged_turns -= evicted.turn_count
         return messages
+
+    @property
+    def merged_turns_held(self) -> int:
+        return self._merged_turns
 
     @property
     def turns_held(self) -> int:

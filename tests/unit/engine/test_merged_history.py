@@ -108,3 +108,15 @@ def test_a_merged_history_shared_with_later_requests_is_never_changed() -> None:
     longer = [*first, _view("b", "a", [MessageRole.ASSISTANT, MessageRole.USER])]
     cache.merged(_context("root", longer, None), turn_pieces)
     assert before == snapshot
+
+
+def test_the_merged_histories_kept_are_bounded_by_turns_across_anchors() -> None:
+    cache = ContextCache(sessions=10, turns=5)
+    for anchor in ("a", "b", "c"):
+        views = [_view(f"{anchor}{n}", f"{anchor}{n - 1}" if n else None, []) for n in range(2)]
+        cache.merged(_context(anchor, views, None), turn_pieces)
+    assert cache.merged_turns_held <= 5
+    long = [_view(f"x{n}", f"x{n - 1}" if n else None, [MessageRole.USER]) for n in range(6)]
+    context = _context("x", long, None)
+    assert cache.merged(context, turn_pieces) == history_messages(context, turn_pieces)
+    assert cache.merged_turns_held <= 5
