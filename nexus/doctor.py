@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import redis
@@ -12,6 +13,7 @@ from sqlalchemy.engine import make_url
 from nexus.db.engine import DatabaseDriverMissing, build_engine
 from nexus.db.migrate import current_revision, head_revision
 from nexus.pricing import PriceTableError, load_prices
+from nexus.secrets_file import SecretsFileError, read_secrets_file
 from nexus.settings import SCRIPTED_MODEL, Settings
 
 Status = Literal["ok", "warn", "fail"]
@@ -145,6 +147,18 @@ def check_prices(settings: Settings) -> Check:
     return Check("prices", "ok", f"{source} ({table.version}) price {model}")
 
 
+def check_secrets(settings: Settings) -> Check:
+    """The secrets file reads and parses (a tool would otherwise fail at its first call);
+    what it holds is never shown, only how many credentials."""
+    if not settings.secrets_file:
+        return Check("secrets", "ok", "no NEXUS_SECRETS_FILE: credentials from NEXUS_CREDENTIAL_*")
+    try:
+        found = read_secrets_file(Path(settings.secrets_file))
+    except SecretsFileError as error:
+        return Check("secrets", "fail", str(error), "fix the file, or unset NEXUS_SECRETS_FILE")
+    return Check("secrets", "ok", f"{settings.secrets_file}: {len(found)} credentials")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     return [
         *check_database(settings),
@@ -152,4 +166,5 @@ def run_checks(settings: Settings) -> list[Check]:
         check_broker(settings),
         check_model(settings),
         check_prices(settings),
+        check_secrets(settings),
     ]

@@ -6,9 +6,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from nexus.engine.credentials import CredentialError, env_name, parse_secrets
-
-_KINDS = {".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
+from nexus.engine.credentials import CredentialError, env_name
+from nexus.secrets_file import SecretsFileError, kind_of, parse_secrets, read_text
 
 
 class EnvironmentSecrets:
@@ -40,19 +39,18 @@ class EnvironmentSecrets:
         return found
 
     def _read(self, path: Path) -> dict[str, str]:
-        where = f"NEXUS_SECRETS_FILE {path}"
-        kind = _KINDS.get(path.suffix.lower())
-        if kind is None:
-            raise CredentialError(f"{where}: name it .json, .toml, .yaml or .yml")
         try:
-            stat = path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            if self._cached is not None and self._cached[0] == stamp:
+            kind = kind_of(path)
+            try:
+                stat = path.stat()
+            except OSError:
+                stat = None  # read_text says why
+            stamp = (stat.st_mtime_ns, stat.st_size) if stat is not None else None
+            if stamp is not None and self._cached is not None and self._cached[0] == stamp:
                 return self._cached[1]
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-            raise CredentialError(f"{where}: cannot be read ({reason})") from None
-        secrets = parse_secrets(text, kind, where)
-        self._cached = (stamp, secrets)
+            secrets = parse_secrets(read_text(path), kind, f"NEXUS_SECRETS_FILE {path}")
+        except SecretsFileError as error:
+            raise CredentialError(str(error)) from None
+        if stamp is not None:
+            self._cached = (stamp, secrets)
         return secrets

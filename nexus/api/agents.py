@@ -13,13 +13,14 @@ from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, pa
 from nexus.api.schemas.model import ModelConfigBody, patched, without_nulls
 from nexus.db import Database
 from nexus.db.unit_of_work import UnitOfWork
-from nexus.engine.credentials import CREDENTIAL_ID_PATTERN, MAX_CREDENTIALS
+from nexus.engine.credentials import MAX_CREDENTIALS
 from nexus.engine.model_config import ModelConfigError, parse, to_json
 from nexus.engine.permissions import read_permissions
 from nexus.engine.sandbox import MEMORY_RANGE, TIMEOUT_RANGE
 from nexus.ledger.enums import AgentStatus
 from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository import LedgerConflict, NotFound
+from nexus.secrets_file import CREDENTIAL_ID_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["agents"], dependencies=AUTHENTICATED)
 

@@ -7,21 +7,15 @@ every value the turn stores or shows afterwards has it replaced by `[redacted]`.
 
 from __future__ import annotations
 
-import json
-import re
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
-import yaml
 from pydantic import BaseModel
 
 from nexus.logs import REDACTED
+from nexus.secrets_file import CREDENTIAL_ID
 
-# Lower case, so that an id names one environment variable (NEXUS_CREDENTIAL_<ID>).
-CREDENTIAL_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
-_CREDENTIAL_ID = re.compile(CREDENTIAL_ID_PATTERN)
 ENV_PREFIX = "NEXUS_CREDENTIAL_"
 MAX_CREDENTIALS = 64
 # Shorter values could not be scrubbed without mangling ordinary text (as in nexus/logs.py).
@@ -60,7 +54,7 @@ def credential_ids(value: Any) -> tuple[str, ...]:
     if len(value) > MAX_CREDENTIALS:
         raise ValueError(f"permissions.credentials lists more than {MAX_CREDENTIALS} ids")
     for item in value:
-        if not _CREDENTIAL_ID.match(item):
+        if not CREDENTIAL_ID.match(item):
             raise ValueError(
                 f"permissions.credentials: {item!r} is not a credential id (lower-case letters, "
                 "digits and _, starting with a letter, at most 64 characters)"
@@ -68,47 +62,6 @@ def credential_ids(value: Any) -> tuple[str, ...]:
     if len(set(value)) != len(value):
         raise ValueError("permissions.credentials lists an id twice")
     return tuple(value)
-
-
-def parse_secrets(text: str, kind: str, where: str) -> dict[str, str]:
-    """A secrets file's mapping of credential id → secret. `kind` is json, toml or yaml.
-
-    Errors say where and what is wrong, never what the file holds: a parser's own message
-    may quote the offending line, which may be a secret.
-    """
-    try:
-        if kind == "json":
-            loaded: Any = json.loads(text)
-        elif kind == "toml":
-            loaded = tomllib.loads(text)
-        elif kind == "yaml":
-            loaded = yaml.safe_load(text)
-        else:
-            raise CredentialError(f"{where}: unknown format {kind!r} (use .json, .toml or .yaml)")
-    except (ValueError, yaml.YAMLError) as error:
-        raise CredentialError(f"{where}: not valid {kind.upper()}{_position(error)}") from None
-    if not isinstance(loaded, dict):
-        raise CredentialError(f"{where}: must hold a mapping of credential id to secret")
-    secrets: dict[str, str] = {}
-    for key, value in loaded.items():
-        if not isinstance(key, str) or not _CREDENTIAL_ID.match(key):
-            raise CredentialError(f"{where}: {str(key)[:64]!r} is not a credential id")
-        if not isinstance(value, str):
-            raise CredentialError(f"{where}: the secret of {key!r} must be a string")
-        secrets[key] = value
-    return secrets
-
-
-def _position(error: BaseException) -> str:
-    """Only the line number: TOML's message has it in words, YAML's in a mark."""
-    line = getattr(error, "lineno", None)
-    mark = getattr(error, "problem_mark", None)
-    if line is None and mark is not None:
-        line = mark.line + 1
-    if line is None:
-        found = re.search(r"line (\d+)", str(error))
-        line = int(found.group(1)) if found else None
-    return f" (line {line})" if line is not None else ""
 
 
 class Secrets(Mapping[str, str]):

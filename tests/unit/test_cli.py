@@ -326,3 +326,24 @@ def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings
         assert not (tmp_path / "missing").exists()
     finally:
         database.dispose()
+
+
+def test_doctor_reads_the_secrets_file_and_says_what_is_wrong_without_quoting_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "ghp_canary_2f1e"
+    good = tmp_path / "secrets.yaml"
+    good.write_text(f"github: {secret}\nsmtp: pass-1234\n")
+    monkeypatch.setenv("NEXUS_SECRETS_FILE", str(good))
+    _, checks = _doctor()
+    found = _by_name(checks)["secrets"]
+    assert found["status"] == "ok" and "2 credentials" in found["detail"]
+    bad = tmp_path / "secrets.toml"
+    bad.write_text(f'github = "{secret}"\nsmtp = {secret}\n')
+    monkeypatch.setenv("NEXUS_SECRETS_FILE", str(bad))
+    code, checks = _doctor()
+    found = _by_name(checks)["secrets"]
+    assert code != 0 and found["status"] == "fail"
+    assert "not valid TOML (line 2)" in found["detail"] and secret not in json.dumps(checks)
+    monkeypatch.setenv("NEXUS_SECRETS_FILE", str(tmp_path / "missing.json"))
+    assert "cannot be read" in _by_name(_doctor()[1])["secrets"]["detail"]

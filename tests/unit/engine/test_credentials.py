@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 
 from nexus.engine.credentials import (
-    CredentialError,
     Scrubber,
     Secrets,
     credential_ids,
     env_name,
-    parse_secrets,
 )
 from nexus.engine.permissions import read_permissions
 from nexus.engine.sandbox import SandboxConfig
 from nexus.ledger.enums import MessageRole, ToolCallStatus
 from nexus.ledger.records import MessageDraft, ToolCallDraft
 from nexus.logs import REDACTED
+from nexus.secrets_file import SecretsFileError, parse_secrets
 
 SECRET = "ghp_s3cret-value-42"
 
@@ -91,7 +90,7 @@ def test_a_secrets_file_is_json_toml_or_yaml(kind: str, text: str) -> None:
 def test_a_bad_secrets_file_is_a_clear_error_that_quotes_no_secret(
     kind: str, text: str, says: str
 ) -> None:
-    with pytest.raises(CredentialError, match=r"^secrets\.x: ") as caught:
+    with pytest.raises(SecretsFileError, match=r"^secrets\.x: ") as caught:
         parse_secrets(text.replace("@", SECRET), kind, "secrets.x")
     assert says in str(caught.value)
     assert SECRET not in str(caught.value)
