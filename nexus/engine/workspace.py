@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ def default_directory(configured: str | None) -> Path | None:
 
 
 PERSONAS_DIR = "personas"  # <workspace>/personas/<persona name>/AGENTS.md, ...
+MAX_PERSONAS_KEPT = 64  # layers kept in memory at once (each at most TOTAL_CAP_CHARS)
 
 _Stamp = tuple[tuple[str, str, int, int], ...]  # (name, path, mtime_ns, size) per file found
 
@@ -92,7 +94,8 @@ class Workspace:
         self._names = tuple(files)
         self._file_cap = file_cap
         self._total_cap = total_cap
-        self._read_for: dict[str | None, tuple[_Stamp, str]] = {}  # by persona: personas are few
+        # By persona, the most recently used first out: personas are few, but not bounded.
+        self._read_for: OrderedDict[str | None, tuple[_Stamp, str]] = OrderedDict()
         self.reads = 0  # how many times the files were read (not just stat'ed)
         self._lock = Lock()  # `nexus dev` runs turns on several threads
 
@@ -104,10 +107,14 @@ class Workspace:
         with self._lock:
             known = self._read_for.get(persona)
             if known is not None and known[0] == stamp:
+                self._read_for.move_to_end(persona)
                 return known[1]
         text = self._read(stamp)
         with self._lock:
             self._read_for[persona] = (stamp, text)
+            self._read_for.move_to_end(persona)
+            while len(self._read_for) > MAX_PERSONAS_KEPT:
+                self._read_for.popitem(last=False)
         return text
 
     def _stat(self, own: Path | None) -> _Stamp:

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from nexus.engine.workspace import TRUNCATED_NOTE, Workspace, default_directory
+from nexus.engine.workspace import (
+    MAX_PERSONAS_KEPT,
+    TRUNCATED_NOTE,
+    Workspace,
+    default_directory,
+)
 
 
 def test_the_files_are_read_in_order_under_their_names(tmp_path: Path) -> None:
@@ -85,3 +90,15 @@ def test_a_persona_s_own_copy_replaces_the_shared_file(tmp_path: Path) -> None:
     # A name that is not a plain directory name never leaves the workspace.
     (tmp_path / "personas" / "SOUL.md").write_text("not a persona's")
     assert "shared soul" in workspace.layer("..") and "shared soul" in workspace.layer("a/b")
+
+
+def test_the_layers_kept_are_bounded_by_personas_and_reread_when_evicted(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("Be brief.")
+    workspace = Workspace(tmp_path)
+    for number in range(MAX_PERSONAS_KEPT + 5):
+        assert "Be brief." in workspace.layer(f"persona-{number}")
+    assert workspace.reads == MAX_PERSONAS_KEPT + 5
+    assert "Be brief." in workspace.layer(f"persona-{MAX_PERSONAS_KEPT + 4}")  # still kept
+    assert workspace.reads == MAX_PERSONAS_KEPT + 5
+    assert "Be brief." in workspace.layer("persona-0")  # evicted: read again
+    assert workspace.reads == MAX_PERSONAS_KEPT + 6
