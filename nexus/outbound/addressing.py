@@ -51,7 +51,8 @@ def address_for(event: EventRecord, payload: dict[str, Any]) -> Address | None:
         email = {
             "to": event.sender_id,
             "subject": reply_subject if subject else "Re: your message",
-            "in_reply_to": event.message_id,
+            # The whole Message-ID from the payload where the ledger's column keeps it bounded.
+            "in_reply_to": _text(payload.get("message_id")) or event.message_id,
         }
         return Address("email", "email", _present(email), None)
     if event.adapter == "webhook":
@@ -74,3 +75,7 @@ def _discord(event: EventRecord, payload: dict[str, Any]) -> Address | None:
 
 def _present(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -47,6 +47,7 @@ _KEPT_HEADERS = (
 )  # fmt: skip
 # Gmail labels on mail this mailbox itself wrote: answering them would talk to ourselves.
 _OWN_LABELS = ("SENT", "DRAFT")
+MAX_HEADER_CHARS = 998  # RFC 5322's line limit: no real Message-ID is longer
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -200,7 +201,9 @@ def _event(
         reply_to=message_id(headers.get("in-reply-to")),
         message_id=message_id(headers.get("message-id")),
         occurred_at=occurred_at,
-        raw={**raw, "subject": headers.get("subject")},
+        # The whole Message-ID: the ledger's column keeps a bounded form of a long one, and a
+        # reply must name the original exactly to thread (RFC 5322 lines stop at 998).
+        raw={**raw, "subject": headers.get("subject"), "message_id": _whole_id(headers)},
     )
 
 
@@ -218,3 +221,8 @@ def _checked(event: NexusEvent, headers: dict[str, str]) -> NexusEvent:
 
 def _ignored(event: NexusEvent, kind: EventKind, reason: str) -> NexusEvent:
     return event.model_copy(update={"kind": kind, "ignore_reason": reason})
+
+
+def _whole_id(headers: dict[str, str]) -> str | None:
+    found = message_id(headers.get("message-id"))
+    return found[:MAX_HEADER_CHARS] if found else None

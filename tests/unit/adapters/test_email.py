@@ -294,6 +294,8 @@ def test_an_overlong_message_id_is_hashed_into_a_stable_key() -> None:
     event = _parse(_mail(f"Message-ID: <{long_id}>", "hi"))
     assert event.id == "email:sha256:" + hashlib.sha256(long_id.encode()).hexdigest()
     assert event.message_id == long_id
+    # The ledger's column keeps a bounded form; the payload keeps the whole id for replies.
+    assert event.raw["message_id"] == long_id
 
 
 def test_a_reply_without_references_threads_on_in_reply_to() -> None:

@@ -61,6 +61,12 @@ def test_addresses_follow_the_inbound_delivery_context() -> None:
     mail = address_for(_event("email", sender_id="a@b.c", message_id="<m1@x>"), {"subject": "Hi"})
     assert mail is not None
     assert mail.target == {"to": "a@b.c", "subject": "Re: Hi", "in_reply_to": "<m1@x>"}
+    # A Message-ID too long for the ledger's column is stored bounded: the reply threads on
+    # the whole one, kept in the payload.
+    whole = "x" * 300 + "@example.com"
+    bounded = _event("email", sender_id="a@b.c", message_id="x" * 180 + "#sha256:abc")
+    long_mail = address_for(bounded, {"subject": "Hi", "message_id": whole})
+    assert long_mail is not None and long_mail.target["in_reply_to"] == whole
     assert address_for(_event("github"), {}) is None  # no way to answer
     assert address_for(_event("whatsapp"), {}) is None  # no phone number id to send from
 
