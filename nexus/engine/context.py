@@ -137,15 +137,7 @@ def message_to_blocks(message: MessageRecord) -> tuple[str, list[Block]] | None:
 
 def merge_roles(pieces: Iterable[tuple[str, list[Block]]]) -> list[dict[str, Any]]:
     """Adjacent pieces of one role become one message: the API wants roles to alternate."""
-    merged: list[dict[str, Any]] = []
-    for role, blocks in pieces:
-        if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
-        else:
-            merged.append({"role": role, "content": list(blocks)})
-    if merged and merged[0]["role"] != "user":
-        merged.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
-    return merged
+    return with_pieces([], pieces)
 
 
 Pieces = list[tuple[str, list[Block]]]
@@ -177,8 +169,9 @@ def history_messages(context: ContextRead, render: TurnRenderer) -> Messages:
 
 
 def with_pieces(messages: Messages, pieces: Iterable[tuple[str, list[Block]]]) -> Messages:
-    """`messages` followed by `pieces`, merged as `merge_roles` would, copying (not changing)
-    any message the pieces join."""
+    """`messages` followed by `pieces`, adjacent pieces of one role joined into one message,
+    copying (not changing) any message they join; a history that would start with the
+    assistant starts with a "(continued)" user message."""
     joined = list(messages)
     for role, blocks in pieces:
         if joined and joined[-1]["role"] == role:

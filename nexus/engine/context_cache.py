@@ -25,9 +25,9 @@ DEFAULT_TURNS = 2_000
 
 @dataclass(frozen=True)
 class _Merged:
-    """A context's history as messages, and which context that was."""
+    """A context's history as messages, and which context that was (its anchor, the key, says
+    which compaction it starts from)."""
 
-    compaction_id: str | None
     turn_count: int
     last_turn_id: str | None
     messages: Messages
@@ -122,19 +122,18 @@ class ContextCache:
 
     def merged(self, context: ContextRead, render: TurnRenderer) -> Messages:
         """`history_messages(context, render)`, extended from the last context merged on the
-        same anchor when this one continues it (a context is a path: the same compaction and
-        the same turn at the same place mean the same turns before it)."""
+        same anchor when this one continues it (a context is a path from its anchor, the
+        compaction or root it starts from: the same turn at the same place means the same
+        turns before it)."""
         if context.head is None or self._sessions <= 0:
             return history_messages(context, render)
         anchor = context.head.anchor_turn_id
-        compaction_id = context.compaction.turn_id if context.compaction is not None else None
         with self._lock:
             known = self._merged.get(anchor)
         turns = context.turns
         if (
             known is not None
             and known.messages
-            and known.compaction_id == compaction_id
             and 0 < known.turn_count <= len(turns)
             and turns[known.turn_count - 1].turn.id == known.last_turn_id
         ):
@@ -149,7 +148,7 @@ class ContextCache:
                 self._merged_turns -= replaced.turn_count
             if len(turns) > self._turns:
                 return messages  # too long to keep, as for the context itself
-            self._merged[anchor] = _Merged(compaction_id, len(turns), last, messages)
+            self._merged[anchor] = _Merged(len(turns), last, messages)
             self._merged_turns += len(turns)
             while len(self._merged) > self._sessions or self._merged_turns > self._turns:
                 _, evicted = self._merged.popitem(last=False)
