@@ -9,14 +9,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.pricing import BUILTIN_PRICE_VERSION, parse_prices
 from nexus.settings import Settings
-from tests.contract.engine_support import Rig, build_rig
+from tests.contract.engine_support import build_rig, on_anthropic
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.support import FakeClock
 
@@ -42,17 +41,10 @@ def _client(database: Database) -> TestClient:
     return TestClient(create_app(graph))
 
 
-def _on_anthropic(rig: Rig, fake: FakeAnthropicServer) -> Rig:
-    port = AnthropicModel(api_key="sk-test", base_url=fake.base_url, max_retries=0)
-    rig.engine.model_for = lambda name: port
-    rig.engine.default_model = HAIKU
-    return rig
-
-
 def _turn_and_compaction(
     database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> tuple[str, str]:
-    rig = _on_anthropic(build_rig(database, clock), fake)
+    rig = on_anthropic(build_rig(database, clock), fake.base_url, HAIKU)
     session = rig.session("dm:usage")
     fake.reply_text(
         "Hello.", input_tokens=1_234, output_tokens=567, cache_read=8_765, cache_write=4_321
@@ -117,7 +109,7 @@ def test_a_turn_on_the_real_sdk_is_priced_at_commit_to_the_micro_dollar(
 def test_a_price_change_does_not_rewrite_history_and_overrides_price_new_turns(
     database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> None:
-    rig = _on_anthropic(build_rig(database, clock), fake)
+    rig = on_anthropic(build_rig(database, clock), fake.base_url, HAIKU)
     session = rig.session("dm:usage")
     fake.reply_text("One.", input_tokens=1_000, output_tokens=100)
     rig.say(session.id, "one")  # 1,500 micro-dollars at the built-in price

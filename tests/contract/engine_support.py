@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.db import Database
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import Capability, CapabilityRegistry
@@ -129,3 +130,12 @@ def build_rig(
         secrets=secrets or NoSecrets(),
     )
     return Rig(engine, model, publisher, signals, database)
+
+
+def on_anthropic(rig: Rig, base_url: str, model: str, *, max_retries: int = 0) -> Rig:
+    """The rig's engine answering through the real Anthropic SDK, at `base_url` (the fake
+    Messages API), with `model` as its default."""
+    port = AnthropicModel(api_key="sk-test", base_url=base_url, max_retries=max_retries)
+    rig.engine.model_for = lambda name: port
+    rig.engine.default_model = model
+    return rig

@@ -22,7 +22,7 @@ from nexus.adapters.inbound.telegram import TelegramAdapter
 from nexus.db import Database
 from nexus.engine.scripted import CallTools, Say
 from nexus.event import Container, NexusEvent
-from nexus.ingest.router import process_event
+from nexus.ingest.router import ProcessedEvent, process_event
 from nexus.ledger.records import SessionRecord
 from tests.contract.outbound_support import OutboundRig, message, outbound_rig
 from tests.contract.test_outbound import LONG_REPLY, _shown
@@ -274,18 +274,23 @@ def _slack_press(payload: dict[str, Any]) -> NexusEvent:
     return event
 
 
+def _routed(rig: OutboundRig, event: NexusEvent) -> ProcessedEvent:
+    """The event stored and routed as the router task does, under the built-in policies."""
+    rig.arrive(event)
+    with rig.database.unit_of_work() as uow:
+        routed = process_event(uow, event.id, load_policies(None), rig.doorbell)
+        uow.commit()
+    return routed
+
+
 def test_a_pressed_slack_button_comes_back_into_the_same_session_as_its_value(
     rig: OutboundRig, fake: FakePlatforms
 ) -> None:
-    policies = load_policies(None)
     asked = message(
         "slack:Ev1", "slack", "U1", "invoice?", container=Container(kind="channel", id="C1"),
         thread="1700000000.000100", space="T1",
     )  # fmt: skip
-    rig.arrive(asked)
-    with rig.database.unit_of_work() as uow:
-        first = process_event(uow, asked.id, policies, rig.doorbell)
-        uow.commit()
+    first = _routed(rig, asked)
     session = _session(rig, first.session_label or "", persona="atlas")  # the default policy's
     assert session.id == first.session_id
     _answer_rich(rig, session, asked, "Your invoice.")
@@ -306,10 +311,8 @@ def test_a_pressed_slack_button_comes_back_into_the_same_session_as_its_value(
                          "value": button["value"]}],
         }
     )  # fmt: skip
-    rig.arrive(pressed)
-    with rig.database.unit_of_work() as uow:
-        routed = process_event(uow, pressed.id, policies, rig.doorbell)
-        uow.commit()
+    routed = _routed(rig, pressed)
+    with rig.database.reading() as uow:
         item = uow.ledger.queue.get(routed.queue_item_id or "")
         stored = uow.ledger.events.get(pressed.id)
     assert routed.disposition == "queued" and routed.session_id == session.id
@@ -326,12 +329,8 @@ def test_a_pressed_slack_button_comes_back_into_the_same_session_as_its_value(
 def test_a_pressed_telegram_button_is_answered_in_the_same_chat(
     rig: OutboundRig, fake: FakePlatforms
 ) -> None:
-    policies = load_policies(None)
     asked = message("telegram:1", "telegram", "4242", "invoice?", message_id="77")
-    rig.arrive(asked)
-    with rig.database.unit_of_work() as uow:
-        first = process_event(uow, asked.id, policies, rig.doorbell)
-        uow.commit()
+    first = _routed(rig, asked)
     update = {
         "update_id": 2,
         "callback_query": {
@@ -343,10 +342,8 @@ def test_a_pressed_telegram_button_is_answered_in_the_same_chat(
     }  # fmt: skip
     request = InboundRequest("POST", "/v1/inbound/telegram", {}, json.dumps(update).encode())
     [pressed] = TelegramAdapter("secret").parse(request).events
-    rig.arrive(pressed)
-    with rig.database.unit_of_work() as uow:
-        routed = process_event(uow, pressed.id, policies, rig.doorbell)
-        uow.commit()
+    routed = _routed(rig, pressed)
+    with rig.database.reading() as uow:
         item = uow.ledger.queue.get(routed.queue_item_id or "")
         stored = uow.ledger.events.get(pressed.id)
     assert routed.session_id == first.session_id
@@ -357,15 +354,11 @@ def test_a_pressed_telegram_button_is_answered_in_the_same_chat(
 def test_a_pressed_discord_button_is_answered_through_its_own_interaction(
     rig: OutboundRig, fake: FakePlatforms
 ) -> None:
-    policies = load_policies(None)
     asked = message(
         "discord:m1", "discord", "9001", "invoice?", container=Container(kind="group", id="C7"),
         message_id="555", space="G1",
     )  # fmt: skip
-    rig.arrive(asked)
-    with rig.database.unit_of_work() as uow:
-        first = process_event(uow, asked.id, policies, rig.doorbell)
-        uow.commit()
+    first = _routed(rig, asked)
     interaction = {
         "type": 3, "id": "1234567890123456789", "application_id": "APP", "token": "ctoken",
         "guild_id": "G1", "channel_id": "C7", "channel": {"id": "C7", "type": 0},
@@ -377,10 +370,8 @@ def test_a_pressed_discord_button_is_answered_through_its_own_interaction(
     # Discord wants an answer within 3 s: "thinking…", which the reply then edits.
     assert outcome.answer is not None and outcome.answer.body == {"type": 5}
     [pressed] = outcome.events
-    rig.arrive(pressed)
-    with rig.database.unit_of_work() as uow:
-        routed = process_event(uow, pressed.id, policies, rig.doorbell)
-        uow.commit()
+    routed = _routed(rig, pressed)
+    with rig.database.reading() as uow:
         stored = uow.ledger.events.get(pressed.id)
     assert routed.session_id == first.session_id
     assert stored is not None and stored.text == "pay"

@@ -10,12 +10,11 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
-from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.adapters.platform_files import PlatformFiles
 from nexus.db import Database
 from nexus.ledger.enums import MessageRole
 from nexus.ledger.models import Message, table_of
-from tests.contract.engine_support import RecordingTool, Rig, build_rig
+from tests.contract.engine_support import RecordingTool, Rig, build_rig, on_anthropic
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.file_server import TELEGRAM_TOKEN, FakeFiles
 from tests.support import FakeClock
@@ -46,10 +45,11 @@ def files() -> Iterator[FakeFiles]:
 
 
 def _rig(database: Database, clock: FakeClock, fake: FakeAnthropicServer, files: FakeFiles) -> Rig:
-    rig = build_rig(database, clock, tools=[RecordingTool("look", answer="ok")], granted=["look"])
-    port = AnthropicModel(api_key="sk-test", base_url=fake.base_url, max_retries=0)
-    rig.engine.model_for = lambda name: port
-    rig.engine.default_model = MODEL
+    rig = on_anthropic(
+        build_rig(database, clock, tools=[RecordingTool("look", answer="ok")], granted=["look"]),
+        fake.base_url,
+        MODEL,
+    )
     rig.engine.attachments = PlatformFiles(
         max_bytes=100_000,
         timeout_s=5.0,

@@ -6,10 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.db import Database
 from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus
-from tests.contract.engine_support import RecordingTool, Rig, build_rig
+from tests.contract.engine_support import RecordingTool, build_rig, on_anthropic
 from tests.fakes.anthropic_server import (
     FakeAnthropicServer,
     message_end,
@@ -31,20 +30,15 @@ def fake() -> Iterator[FakeAnthropicServer]:
         yield server
 
 
-def _on_anthropic(rig: Rig, fake: FakeAnthropicServer) -> Rig:
-    port = AnthropicModel(api_key="sk-test", base_url=fake.base_url, max_retries=2)
-    rig.engine.model_for = lambda name: port
-    rig.engine.default_model = MODEL
-    return rig
-
-
 def test_a_two_tool_turn_commits_messages_calls_and_usage(
     pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> None:
     weather = RecordingTool("get_weather", answer={"celsius": 18})
-    rig = _on_anthropic(
+    rig = on_anthropic(
         build_rig(pg_database, clock, tools=[weather], granted=["get_weather", "current_time"]),
-        fake,
+        fake.base_url,
+        MODEL,
+        max_retries=2,
     )
     session = rig.session(capabilities=["test_tools"])
     fake.reply_error(429, "rate_limit_error", "slow down")  # retried by the SDK
@@ -84,7 +78,7 @@ def test_a_two_tool_turn_commits_messages_calls_and_usage(
 def test_a_mid_stream_overload_fails_the_turn_and_keeps_the_partial_text(
     pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> None:
-    rig = _on_anthropic(build_rig(pg_database, clock), fake)
+    rig = on_anthropic(build_rig(pg_database, clock), fake.base_url, MODEL, max_retries=2)
     session = rig.session()
     fake.reply_stream_error("The answer begins")
     outcome = rig.say(session.id, "explain")
@@ -103,8 +97,11 @@ def test_a_thinking_tool_loop_sends_the_signed_thinking_back_unchanged(
     pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> None:
     weather = RecordingTool("get_weather", answer={"celsius": 18})
-    rig = _on_anthropic(
-        build_rig(pg_database, clock, tools=[weather], granted=["get_weather"]), fake
+    rig = on_anthropic(
+        build_rig(pg_database, clock, tools=[weather], granted=["get_weather"]),
+        fake.base_url,
+        MODEL,
+        max_retries=2,
     )
     session = rig.session(capabilities=["test_tools"])
     with pg_database.unit_of_work() as uow:

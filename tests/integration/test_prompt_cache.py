@@ -11,7 +11,7 @@ import pytest
 from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.db import Database
 from nexus.engine.model import ModelDone, ModelRequest
-from tests.contract.engine_support import RecordingTool, Rig, build_rig
+from tests.contract.engine_support import RecordingTool, build_rig, on_anthropic
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.support import FakeClock
 
@@ -22,13 +22,6 @@ MODEL = "claude-sonnet-4-6"
 def fake() -> Iterator[FakeAnthropicServer]:
     with FakeAnthropicServer() as server:
         yield server
-
-
-def _on_anthropic(rig: Rig, fake: FakeAnthropicServer) -> Rig:
-    port = AnthropicModel(api_key="sk-test", base_url=fake.base_url, max_retries=0)
-    rig.engine.model_for = lambda name: port
-    rig.engine.default_model = MODEL
-    return rig
 
 
 def _marked(body: dict[str, Any]) -> list[str]:
@@ -44,7 +37,7 @@ def _marked(body: dict[str, Any]) -> list[str]:
 def test_the_second_turn_reads_the_first_turns_prefix_from_the_cache(
     pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> None:
-    rig = _on_anthropic(build_rig(pg_database, clock), fake)
+    rig = on_anthropic(build_rig(pg_database, clock), fake.base_url, MODEL)
     session = rig.session()
     fake.reply_text("Lisbon, in May.")
     first = rig.say(
@@ -90,8 +83,10 @@ def test_a_tool_loop_reads_the_previous_call_from_the_cache(
     pg_database: Database, clock: FakeClock, fake: FakeAnthropicServer
 ) -> None:
     weather = RecordingTool("get_weather", answer={"celsius": 18})
-    rig = _on_anthropic(
-        build_rig(pg_database, clock, tools=[weather], granted=["get_weather"]), fake
+    rig = on_anthropic(
+        build_rig(pg_database, clock, tools=[weather], granted=["get_weather"]),
+        fake.base_url,
+        MODEL,
     )
     session = rig.session(capabilities=["test_tools"])
     fake.reply_tool_use("get_weather", {"city": "Lisbon"})
