@@ -102,10 +102,17 @@ _TRUNCATE_ALL = "TRUNCATE {} RESTART IDENTITY CASCADE".format(
 )
 
 
+_SUPERUSER: dict[str, bool] = {}  # by server and user: asked once a run, not once a test
+
+
 def _truncate_postgres(database: Database) -> None:
+    url = database.engine.url
+    key = f"{url.host}:{url.port}:{url.username}"
     with database.engine.begin() as connection:
-        superuser = connection.execute(text("SELECT current_setting('is_superuser')")).scalar()
-        connection.exec_driver_sql(_EMPTY_ALL if superuser == "on" else _TRUNCATE_ALL)
+        if key not in _SUPERUSER:
+            found = connection.execute(text("SELECT current_setting('is_superuser')")).scalar()
+            _SUPERUSER[key] = found == "on"
+        connection.exec_driver_sql(_EMPTY_ALL if _SUPERUSER[key] else _TRUNCATE_ALL)
 
 
 @pytest.fixture
