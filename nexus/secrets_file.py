@@ -21,14 +21,14 @@ class SecretsFileError(ValueError):
     what the file holds."""
 
 
-def kind_of(path: Path) -> str:
+def _kind_of(path: Path) -> str:
     kind = KINDS.get(path.suffix.lower())
     if kind is None:
         raise SecretsFileError(f"NEXUS_SECRETS_FILE {path}: name it .json, .toml, .yaml or .yml")
     return kind
 
 
-def read_text(path: Path) -> str:
+def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -38,8 +38,8 @@ def read_text(path: Path) -> str:
 
 def read_secrets_file(path: Path) -> dict[str, str]:
     """The file's mapping, read now."""
-    kind = kind_of(path)
-    return parse_secrets(read_text(path), kind, f"NEXUS_SECRETS_FILE {path}")
+    kind = _kind_of(path)
+    return parse_secrets(_read_text(path), kind, f"NEXUS_SECRETS_FILE {path}")
 
 
 def parse_secrets(text: str, kind: str, where: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nexus.engine.credentials import CredentialError, env_name
-from nexus.secrets_file import SecretsFileError, kind_of, parse_secrets, read_text
+from nexus.secrets_file import SecretsFileError, read_secrets_file
 
 
 class EnvironmentSecrets:
@@ -40,15 +40,14 @@ class EnvironmentSecrets:
 
     def _read(self, path: Path) -> dict[str, str]:
         try:
-            kind = kind_of(path)
-            try:
-                stat = path.stat()
-            except OSError:
-                stat = None  # read_text says why
-            stamp = (stat.st_mtime_ns, stat.st_size) if stat is not None else None
-            if stamp is not None and self._cached is not None and self._cached[0] == stamp:
-                return self._cached[1]
-            secrets = parse_secrets(read_text(path), kind, f"NEXUS_SECRETS_FILE {path}")
+            found = path.stat()
+        except OSError:
+            found = None  # reading says why
+        stamp = (found.st_mtime_ns, found.st_size) if found is not None else None
+        if stamp is not None and self._cached is not None and self._cached[0] == stamp:
+            return self._cached[1]
+        try:
+            secrets = read_secrets_file(path)
         except SecretsFileError as error:
             raise CredentialError(str(error)) from None
         if stamp is not None:
