@@ -3,7 +3,9 @@ real model's latency in benchmarks) and its bounded memory of requests."""
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import pytest
 
@@ -49,3 +51,62 @@ def test_it_remembers_only_the_latest_requests() -> None:
     assert len(model.requests) == RECENT_REQUESTS
     assert model.requests[0].messages[0]["content"] == "m50"
     assert model.requests[-1].messages[0]["content"] == f"m{RECENT_REQUESTS + 49}"
+
+
+def _input_tokens(model: ScriptedModel, request: ModelRequest) -> int:
+    done = list(model.stream(request))[-1]
+    assert isinstance(done, ModelDone)
+    return done.usage.input_tokens
+
+
+def _history(turns: int) -> list[dict[str, object]]:
+    return [
+        {"role": role, "content": [{"type": "text", "text": f"{role} says {n} " * 5}]}
+        for n in range(turns)
+        for role in ("user", "assistant")
+    ]
+
+
+def test_its_input_estimate_is_the_requests_json_size_over_four() -> None:
+    messages = _history(3)
+    request = ModelRequest(model="scripted", system="be brief", messages=tuple(messages))
+    expected = (len("be brief") + sum(len(json.dumps(m)) for m in messages)) // 4
+    assert _input_tokens(ScriptedModel(), request) == expected
+
+
+def test_a_growing_history_is_serialised_once_per_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next turn's request shares the earlier content lists (in dicts copied as the
+    turn machine copies them): only the new messages are measured again, and the estimate
+    is the same as measuring everything."""
+    model, history = ScriptedModel(), _history(40)
+    _input_tokens(model, ModelRequest(model="scripted", system="", messages=tuple(history)))
+    grown = [dict(m) for m in history] + _history(1)
+    measured: list[object] = []
+    real_dumps = json.dumps
+
+    def counting(value: object, *args: Any, **kwargs: Any) -> str:
+        measured.append(value)
+        return real_dumps(value, *args, **kwargs)
+
+    monkeypatch.setattr(json, "dumps", counting)
+    tokens = _input_tokens(model, ModelRequest(model="scripted", system="", messages=tuple(grown)))
+    monkeypatch.undo()
+    assert tokens == sum(len(json.dumps(m)) for m in grown) // 4
+    # The two new messages, and the answer's own content (its output estimate).
+    assert len(measured) == 3
+
+
+def test_a_changed_message_is_measured_again() -> None:
+    model = ScriptedModel()
+    content = [{"type": "text", "text": "short"}]
+    first = ModelRequest(
+        model="scripted", system="", messages=({"role": "user", "content": content},)
+    )
+    before = _input_tokens(model, first)
+    other = [{"type": "text", "text": "a much longer message " * 20}]
+    second = ModelRequest(
+        model="scripted", system="", messages=({"role": "user", "content": other},)
+    )
+    assert _input_tokens(model, second) > before
