@@ -8,7 +8,7 @@ from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import CommitHook
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, TaskStatus, TurnStatus
-from nexus.ledger.records import SessionRecord
+from nexus.ledger.records import EventRecord, SessionRecord
 
 WORKER_RESULT = "worker_result"
 
@@ -81,7 +81,13 @@ def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
     """The engine commit hook: after a worker's turn, its final answer goes to the parent
     (unless the turn already called reply_to_caller: same event id, posted once)."""
 
-    def hook(uow: UnitOfWork, session: SessionRecord, turn_id: str, result: TurnResult) -> None:
+    def hook(
+        uow: UnitOfWork,
+        session: SessionRecord,
+        turn_id: str,
+        result: TurnResult,
+        _source: EventRecord | None,
+    ) -> None:
         if not session.is_subagent or result.status != TurnStatus.COMPLETED:
             return
         answers = [

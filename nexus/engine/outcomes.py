@@ -8,10 +8,19 @@ from dataclasses import dataclass
 from nexus.db import UnitOfWork
 from nexus.engine.stream import StreamEvent, committed
 from nexus.engine.turn import TurnResult
-from nexus.ledger.records import AgentRecord, CommitOutcome, ContextRead, SessionRecord, TurnDraft
+from nexus.ledger.records import (
+    AgentRecord,
+    CommitOutcome,
+    ContextRead,
+    EventRecord,
+    SessionRecord,
+    TurnDraft,
+)
 
 # Runs inside the transaction that commits a turn (say, a worker reporting to its parent).
-CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult], None]
+# Its last argument is the event the turn answered (its first query's) as the run read it,
+# or None when the run did not read one: a hook that needs it then reads it itself.
+CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult, EventRecord | None], None]
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from nexus.ledger.enums import (
 )
 from nexus.ledger.records import (
     ConsumedItem,
+    EventRecord,
 )
 from nexus.pricing import BUILTIN, PriceTable
 
@@ -192,8 +193,11 @@ class Engine:
         epoch: int,
         consumed: Sequence[ConsumedItem] = (),
         queue_mode: QueueMode | None = None,
+        source: EventRecord | None = None,
     ) -> TurnOutcome:
         """Answer `queries` in the session; `/compact …` as the only query compacts instead.
+        `source` is the event of the first query that has one, when the caller read it: the
+        commit hooks get it instead of reading it back.
 
         The stream tells watchers the session is busy (`session.started`) and then how it
         ended (`session.completed`, or `session.failed` for a failed or fenced attempt)."""
@@ -215,6 +219,7 @@ class Engine:
             consumed=consumed,
             queue_mode=queue_mode,
             announce=announce,
+            source=source,
         )
         ended = outcome.status == "committed" and (
             outcome.result is None or outcome.result.status != TurnStatus.FAILED
@@ -239,6 +244,7 @@ class Engine:
         consumed: Sequence[ConsumedItem],
         queue_mode: QueueMode | None,
         announce: list[StreamEvent],
+        source: EventRecord | None = None,
     ) -> TurnOutcome:
         manual = (
             compaction_policy.manual_compaction_request(queries[0].text)
@@ -316,6 +322,7 @@ class Engine:
             effects=effects,
             announce=announce,
             config=config,
+            source=source,
         )
         asked = after.compaction
         if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
@@ -424,6 +431,7 @@ class Engine:
         effects: Sequence[Effect] = (),
         announce: list[StreamEvent],
         config: EffectiveConfig | None,
+        source: EventRecord | None = None,
     ) -> str:
         """Commit (or record) the turn; what a committed one reports is added to
         `announce`, for the caller to publish after this commit."""
@@ -463,8 +471,12 @@ class Engine:
                 # What the turn's tools asked of the ledger lands with the turn, or not at all.
                 for effect in effects:
                     effect(uow, turn_id)
+                # The event the turn answered, if the run read the one the draft names.
+                known = (
+                    source if source is not None and source.id == draft.source_event_id else None
+                )
                 for hook in self.commit_hooks:
-                    hook(uow, snapshot.session, turn_id, result)
+                    hook(uow, snapshot.session, turn_id, result, known)
             uow.commit()
         if outcome.status == "committed":
             if outcome.view is not None:

@@ -12,6 +12,9 @@ SENDERS = frozenset({"telegram", "slack", "discord", "whatsapp", "twilio", "emai
 # Triggers from inside Nexus (a worker's result, a hook, the timer): their answer goes to
 # wherever the session last heard from a person.
 INTERNAL_TRIGGERS = frozenset({"agent", "hook", "timer"})
+# Adapters whose reply address reads the platform's raw update (a Discord interaction's
+# token, an email's subject and whole Message-ID); the others need the event's columns only.
+ADDRESSED_FROM_PAYLOAD = frozenset({"discord", "email"})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,13 @@ from nexus.engine.rich import RichReply, RichReplyError, parse_rich
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
 from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
-from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS, Address, address_for
+from nexus.outbound.addressing import (
+    ADDRESSED_FROM_PAYLOAD,
+    INTERNAL_TRIGGERS,
+    SENDERS,
+    Address,
+    address_for,
+)
 from nexus.outbound.chunking import chunk, limit_for
 from nexus.outbound.markup import render
 from nexus.outbound.rich import native_parts, with_fallback
@@ -60,13 +66,19 @@ def rich_reply(result: TurnResult) -> RichReply | None:
 
 
 def reply_hook(doorbell: Doorbell | None) -> CommitHook:
-    def hook(uow: UnitOfWork, session: SessionRecord, turn_id: str, result: TurnResult) -> None:
+    def hook(
+        uow: UnitOfWork,
+        session: SessionRecord,
+        turn_id: str,
+        result: TurnResult,
+        source: EventRecord | None,
+    ) -> None:
         if session.is_subagent or result.status != TurnStatus.COMPLETED:
             return  # a worker answers its manager (agents.results), never a platform
         text = reply_text(result)
         if text is None:
             return
-        found = _delivery_context(uow, session, turn_id)
+        found = _delivery_context(uow, session, turn_id, source)
         if found is None:
             return  # asked through the API or the CLI: the answer is read there
         context, raw = found
@@ -176,12 +188,13 @@ def _chunks(
 
 
 def _delivery_context(
-    uow: UnitOfWork, session: SessionRecord, turn_id: str
+    uow: UnitOfWork, session: SessionRecord, turn_id: str, known: EventRecord | None = None
 ) -> tuple[EventRecord, dict[str, Any]] | None:
-    """The inbound message a reply answers, with the platform's raw update: the turn's own,
-    or for an internal trigger the last message a person sent this session (a merged
-    entity answered where they wrote)."""
-    found = uow.ledger.events.answered_by(turn_id)
+    """The inbound message a reply answers, with the platform's raw update where its
+    address needs it: the turn's own (`known` when the run read it, else read here), or
+    for an internal trigger the last message a person sent this session (a merged entity
+    answered where they wrote)."""
+    found = _answered(uow, turn_id, known)
     source = found[0] if found is not None else None
     if found is not None and source is not None:
         if source.adapter in SENDERS and source.direction == "inbound":
@@ -191,3 +204,15 @@ def _delivery_context(
             if latest is not None:
                 return latest, uow.ledger.events.payload_of(latest.id)
     return None
+
+
+def _answered(
+    uow: UnitOfWork, turn_id: str, known: EventRecord | None
+) -> tuple[EventRecord, dict[str, Any]] | None:
+    """The event the turn answered with its raw update: from what the run read, the update
+    only for an address that needs it (one statement saved on every other reply)."""
+    if known is None:
+        return uow.ledger.events.answered_by(turn_id)
+    if known.adapter in ADDRESSED_FROM_PAYLOAD and known.direction == "inbound":
+        return known, uow.ledger.events.payload_of(known.id)
+    return known, {}

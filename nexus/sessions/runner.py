@@ -300,7 +300,13 @@ class SessionRunner:
         ]
         try:
             outcome = engine.run_turn(
-                session_id, queries, epoch=epoch, consumed=consumed, queue_mode=plan.mode
+                session_id,
+                queries,
+                epoch=epoch,
+                consumed=consumed,
+                queue_mode=plan.mode,
+                # The reply's address comes from the event this run read, not a read back.
+                source=next((events.get(q.event_id) for q in queries if q.event_id), None),
             )
         except Exception as error:  # a bug in one turn must not wedge the session
             log.exception("turn_crashed", session_id=session_id)

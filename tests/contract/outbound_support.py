@@ -4,11 +4,13 @@ to the fake platforms, and a pump that plays the delivery worker."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nexus.adapters.outbound.registry import build_senders
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
+from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import Say
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
@@ -93,6 +95,28 @@ class OutboundRig:
         outcome = self.rig.say(session.id, event.text or "", event_id=event.id)
         assert outcome.status == "committed", outcome
         return outcome.turn_id
+
+    def answer_as_run(
+        self, session: SessionRecord, event: NexusEvent, reply: str
+    ) -> Callable[[], str]:
+        """As `answer`, handing the engine the stored event as a session run does (it read
+        it with the queue item), so the reply is addressed without reading it back. The
+        event is read and the session claimed now; the returned call runs the turn and
+        gives its id."""
+        with self.database.unit_of_work() as uow:
+            stored = uow.ledger.events.get(event.id)
+            epoch = uow.ledger.sessions.claim(session.id)
+            uow.commit()
+        assert stored is not None
+        query = QueryMessage(text=event.text or "", event_id=event.id)
+
+        def run() -> str:
+            self.rig.model.push(Say(reply))
+            outcome = self.rig.engine.run_turn(session.id, [query], epoch=epoch, source=stored)
+            assert outcome.status == "committed", outcome
+            return outcome.turn_id
+
+        return run
 
     def pump(self, *, limit: int = 50) -> list[Outcome]:
         """Play the delivery worker: send whatever was rung, waiting out each delay on the

@@ -14,7 +14,7 @@ from nexus.engine.scripted import CallTools, Say, ScriptedModel
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import CompactionTrigger, MessageRole, QueueMode, TurnStatus, TurnType
 from nexus.ledger.models import Compaction, table_of
-from nexus.ledger.records import EventDraft, NewQueueItem, SessionRecord
+from nexus.ledger.records import EventDraft, EventRecord, NewQueueItem, SessionRecord
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
@@ -177,7 +177,11 @@ def test_a_newer_run_fences_the_asked_compaction_but_not_the_turn(
     _talk(rig, session.id, 2)
 
     def newer_run_claims(
-        uow: UnitOfWork, _session: SessionRecord, _turn_id: str, _result: TurnResult
+        uow: UnitOfWork,
+        _session: SessionRecord,
+        _turn_id: str,
+        _result: TurnResult,
+        _source: EventRecord | None,
     ) -> None:
         uow.ledger.sessions.claim(session.id)  # committed with the turn: the epoch moves on
 
