@@ -24,6 +24,8 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
+    null,
     or_,
     select,
     true,
@@ -187,17 +189,49 @@ CONSUME_ITEMS = (
 # psycopg 3 prepares it on the server; psycopg2 binds the arrays as ARRAY[...] literals and
 # Postgres plans the statement each time). The statement answers with what it wrote, which the
 # repository checks. Tool calls and a compaction row, when a turn has any, follow it.
+#
+# What several rows share is one parameter (`p_session`, `p_turn`, `p_parent`, `p_epoch`,
+# `p_now`), constants are SQL literals, and the rest are named short by their row (`t_` the
+# turn, `m_` the message arrays, `h_` history, `th_` thread, `i_` items): psycopg 3 caches a
+# statement's conversion only up to 4,096 characters and 50 parameters, and re-parsed the
+# 4.5 KB, 59-parameter form on every commit.
 def _array(name: str, element: type[String] | type[Integer] | type[Text]) -> object:
-    return cast(bindparam(name, type_=ARRAY(element())), ARRAY(element()))
+    # One cast, in the SQL (psycopg2 sends an empty list as an untyped '{}'): a typed
+    # parameter would add psycopg 3's own `::TYPE[]` to it.
+    return cast(bindparam(name), ARRAY(element()))
 
 
-_moved = MOVE_HEAD_IF_UNCHANGED.cte("moved")
+_session = bindparam("p_session", type_=String)
+_turn = bindparam("p_turn", type_=String)
+_parent_id = bindparam("p_parent", type_=String)
+_epoch = bindparam("p_epoch", type_=sessions.c.epoch.type)
+_now = bindparam("p_now", type_=sessions.c.updated_at.type)
+_SHARED = {"id": _turn, "session_id": _session, "parent_turn_id": _parent_id, "epoch": _epoch}
+# The per-turn columns the statement takes as `t_<column>`; the rest are shared above.
+TURN_PARAMS = [name for name in TURN_COLUMNS if name not in _SHARED]
+
+_moved = (
+    update(sessions)
+    .where(sessions.c.id == _session)
+    .where(sessions.c.epoch == _epoch)
+    .where(sessions.c.thread_id.is_not_distinct_from(_parent_id))
+    .values(
+        thread_id=_turn,
+        updated_at=_now,
+        root_turn_id=func.coalesce(sessions.c.root_turn_id, _turn),
+    )
+    .returning(sessions.c.persona_id)
+    .cte("moved")
+)
 _new_turn = (
     insert(turns)
     .from_select(
         TURN_COLUMNS,
         select(
-            *(bindparam(f"turn_{name}", type_=turns.c[name].type) for name in TURN_COLUMNS)
+            *(
+                _SHARED.get(name, bindparam(f"t_{name}", type_=turns.c[name].type))
+                for name in TURN_COLUMNS
+            )
         ).select_from(_moved),
     )
     .returning(turns.c.id)
@@ -205,16 +239,16 @@ _new_turn = (
 )
 _message_rows = (
     func.unnest(
-        _array("message_id", String),
-        _array("message_sequence", Integer),
-        _array("message_role", String),
-        _array("message_source", String),
-        _array("message_content", Text),
-        _array("message_tool_call_id", String),
-        _array("message_event_id", String),
+        _array("m_id", String),
+        _array("m_sequence", Integer),
+        _array("m_role", String),
+        _array("m_source", String),
+        _array("m_content", Text),
+        _array("m_tool_call_id", String),
+        _array("m_event_id", String),
     )
     .table_valued(*MESSAGE_COLUMNS)
-    .render_derived(name="message_rows")
+    .render_derived(name="m_rows")
 )
 _new_messages = (
     insert(messages)
@@ -226,7 +260,7 @@ _new_messages = (
                 for name in MESSAGE_COLUMNS
             ),
             _new_turn.c.id,
-            bindparam("message_now", type_=messages.c.created_at.type),
+            _now,
         ).select_from(_message_rows.join(_new_turn, true())),
     )
     .cte("new_messages")
@@ -236,41 +270,64 @@ _pointer_moved = (
     .from_select(
         HISTORY_COLUMNS,
         select(
-            bindparam("history_id", type_=String),
-            bindparam("history_session_id", type_=String),
+            bindparam("h_id", type_=String),
+            _session,
             _new_turn.c.id,
-            bindparam("history_previous_thread_id", type_=String),
-            bindparam("history_epoch", type_=history.c.epoch.type),
-            bindparam("history_reason", type_=String),
-            bindparam("history_changed_at", type_=history.c.changed_at.type),
+            _parent_id,
+            _epoch,
+            bindparam("h_reason", type_=String),
+            _now,
         ).select_from(_new_turn),
     )
     .cte("pointer_moved")
 )
 _consumed_rows = (
-    func.unnest(_array("item_id", String), _array("item_disposition", String))
+    func.unnest(_array("i_id", String), _array("i_disposition", String))
     .table_valued("id", "disposition")
     .render_derived(name="consumed_rows")
 )
+_open: list[ColumnElement[Any]] = [
+    literal_column(f"'{status.value}'") for status in OPEN_QUEUE_STATUSES
+]
 _consumed = (
     update(queue_items)
     .where(queue_items.c.id == _consumed_rows.c.id)
-    .where(queue_items.c.session_id == bindparam("item_session_id", type_=String))
-    .where(queue_items.c.status.in_(OPEN_QUEUE_STATUSES))
+    .where(queue_items.c.session_id == _session)
+    .where(queue_items.c.status.in_(_open))
     .where(select(_new_turn.c.id).exists())
     .values(
-        status=QueueStatus.DONE,
+        status=literal_column(f"'{QueueStatus.DONE.value}'"),
         disposition=_consumed_rows.c.disposition,
-        consumed_by_turn_id=bindparam("item_turn_id", type_=String),
-        claim_expires_at=None,
-        updated_at=bindparam("item_now", type_=queue_items.c.updated_at.type),
+        consumed_by_turn_id=_turn,
+        claim_expires_at=null(),
+        updated_at=_now,
     )
     .returning(queue_items.c.id)
     .cte("consumed")
 )
+_parent_row = threads.alias("parent")
 _new_thread = (
     insert(threads)
-    .from_select(THREAD_COLUMNS, _thread_row(_moved.c.persona_id, after=_moved))
+    .from_select(
+        THREAD_COLUMNS,
+        select(
+            _turn,
+            _parent_id,
+            _session,
+            _moved.c.persona_id,
+            func.coalesce(_parent_row.c.depth, literal_column("0")) + literal_column("1"),
+            func.coalesce(_parent_row.c.total_tokens, literal_column("0"))
+            + bindparam("th_tokens", type_=threads.c.total_tokens.type),
+            func.coalesce(
+                bindparam("th_own_anchor", type_=String), _parent_row.c.anchor_turn_id, _turn
+            ),
+            _now,
+        )
+        # One row (none when the compare-and-set wrote none), with the parent's columns when
+        # the turn has a parent with a thread row; no row when it names a parent without one.
+        .select_from(_moved.outerjoin(_parent_row, _parent_row.c.turn_id == _parent_id))
+        .where(or_(_parent_id.is_(None), _parent_row.c.turn_id.is_not(None))),
+    )
     .returning(threads.c.turn_id)
     .cte("new_thread")
 )

@@ -25,6 +25,7 @@ from nexus.ledger.repository.turn_commit_sql import (
     INSERT_TURN,
     MOVE_HEAD,
     READ_HEAD,
+    TURN_PARAMS,
     tool_calls,
 )
 
@@ -77,18 +78,25 @@ class TurnRepository:
     ) -> CommitOutcome:
         """Postgres: the commit is one round trip (turn_commit_sql.COMMIT_IN_ONE_STATEMENT),
         then tool calls and a compaction row when the turn has any."""
+        turn, thread, history = rows.turn, rows.thread, rows.history
         params: dict[str, Any] = {
-            **rows.head,
-            **{f"turn_{name}": value for name, value in rows.turn.items()},
-            **{f"thread_{name}": value for name, value in rows.thread.items()},
-            **{f"history_{name}": value for name, value in rows.history.items()},
+            "p_session": draft.session_id,
+            "p_turn": draft.id,
+            "p_parent": draft.parent_turn_id,
+            "p_epoch": epoch,
+            "p_now": rows.now,
+            **{f"t_{name}": turn[name] for name in TURN_PARAMS},
+            "th_tokens": thread["tokens"],
+            "th_own_anchor": thread["own_anchor"],
+            "h_id": history["id"],
+            "h_reason": history["reason"],
             **{
-                f"message_{name}": [message[name] for message in rows.messages]
+                f"m_{name}": [message[name] for message in rows.messages]
                 for name in _MESSAGE_ARRAYS
             },
-            "message_content": [json.dumps(message["content"]) for message in rows.messages],
-            "message_now": rows.now,
-            **{f"item_{name}": value for name, value in rows.items.items()},
+            "m_content": [json.dumps(message["content"]) for message in rows.messages],
+            "i_id": rows.items["id"],
+            "i_disposition": rows.items["disposition"],
         }
         wrote = self._conn.execute(COMMIT_IN_ONE_STATEMENT, params).one()
         if not wrote.threads:
