@@ -46,6 +46,7 @@ from nexus.engine.stream import (
     SESSION_COMPLETED,
     SESSION_FAILED,
     SESSION_STARTED,
+    LeadingPublisher,
     NullPublisher,
     StreamEvent,
     StreamPublisher,
@@ -208,19 +209,27 @@ class Engine:
             "worker": worker_name(),
             "started_at": self.clock(),
         }
-        self.publisher.publish(session_id, SESSION_STARTED, started)
+        # `session.started` goes out with the turn's first publish (the model call's
+        # `step.started`), one round trip for both.
+        leading = LeadingPublisher(
+            self.publisher, [StreamEvent(session_id, SESSION_STARTED, started)]
+        )
         # What the turn's commit reports goes out with how the session ended: one publish.
         announce: list[StreamEvent] = []
-        outcome = self._answer(
-            session_id,
-            queries,
-            turn_id=turn_id,
-            epoch=epoch,
-            consumed=consumed,
-            queue_mode=queue_mode,
-            announce=announce,
-            source=source,
-        )
+        try:
+            outcome = dataclasses.replace(self, publisher=leading)._answer(
+                session_id,
+                queries,
+                turn_id=turn_id,
+                epoch=epoch,
+                consumed=consumed,
+                queue_mode=queue_mode,
+                announce=announce,
+                source=source,
+            )
+        except BaseException:
+            leading.flush()  # watchers still learn a turn started; the runner reports the rest
+            raise
         ended = outcome.status == "committed" and (
             outcome.result is None or outcome.result.status != TurnStatus.FAILED
         )
@@ -231,7 +240,7 @@ class Engine:
                 {"turn_id": outcome.turn_id, "status": outcome.status},
             )
         )
-        self.publisher.publish_many(announce)
+        leading.publish_many(announce)  # with `session.started` if nothing went out yet
         return outcome
 
     def _answer(

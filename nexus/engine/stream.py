@@ -52,6 +52,28 @@ class StreamPublisher(Protocol):
         ...
 
 
+class LeadingPublisher:
+    """Holds events that lead (a turn's `session.started`) and sends them first in the same
+    call as the next publish, a round trip saved: the model call's `step.started` follows a
+    millisecond or two later, and nothing is published in between."""
+
+    def __init__(self, inner: StreamPublisher, leading: Sequence[StreamEvent]) -> None:
+        self._inner = inner
+        self._held = list(leading)
+
+    def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        self.publish_many([StreamEvent(session_id, event_type, data)])
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        held, self._held = self._held, []
+        self._inner.publish_many([*held, *events])
+
+    def flush(self) -> None:
+        """Send what is still held (nothing else was published)."""
+        if self._held:
+            self.publish_many(())
+
+
 class NullPublisher:
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
         return None

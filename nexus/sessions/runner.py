@@ -80,13 +80,22 @@ class RunSignals:
     steer inbox minus what this turn already holds."""
 
     def __init__(
-        self, coordination: Coordination, *, deadline_ms: int, clock: Clock, holding: set[str]
+        self,
+        coordination: Coordination,
+        *,
+        deadline_ms: int,
+        clock: Clock,
+        holding: set[str],
+        cleared_at: int | None = None,
     ) -> None:
         self._coordination = coordination
         self._deadline = deadline_ms
         self._clock = clock
         self._holding = holding
-        self._next_poll_ms: int | None = None
+        # The flag was cleared at `cleared_at` (the turn's start): that counts as a poll, so
+        # the first ask waits out the interval like every later one, not a round trip
+        # before the first model call to find what was just cleared.
+        self._next_poll_ms = None if cleared_at is None else cleared_at + ABORT_POLL_MS
         self.timed_out = False
 
     def abort_requested(self, session_id: str) -> bool:
@@ -283,11 +292,13 @@ class SessionRunner:
         # Signals raised before this turn began are answered by this turn's inputs (they are
         # in the queue, which is where this turn came from): start clean.
         self.coordination.clear_signals(session_id)
+        cleared = self.clock()
         signals = RunSignals(
             self.coordination,
-            deadline_ms=self.clock() + self.turn_time_limit_ms,
+            deadline_ms=cleared + self.turn_time_limit_ms,
             clock=self.clock,
             holding={item.id for item in plan.items},
+            cleared_at=cleared,
         )
         engine = dataclasses.replace(self.engine, signals=signals)
         if plan.command == COMPACT:

@@ -233,7 +233,7 @@ def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
     database: Database, clock: FakeClock
 ) -> None:
     """A fast stream of 300 words costs one `step.generating` and at most two deltas; all
-    a turn tells its stream takes five publishes (five Redis round trips), not one per
+    a turn tells its stream takes four publishes (four Redis round trips), not one per
     event or per token."""
     rig = build_rig(database, clock)
     session = rig.session()
@@ -248,8 +248,9 @@ def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
         "turn.committed",
         "session.completed",
     ]
-    # started · started · (generating + delta) · (delta + generated) · (what the commit says)
-    assert rig.publisher.calls == 5 < len(types)
+    # (session and step started) · (generating + delta) · (delta + generated) · (the commit)
+    assert rig.publisher.calls == 4 < len(types)
+    assert types[:2] == ["session.started", "step.started"]
 
 
 def test_a_slow_stream_reports_progress_once_per_interval(

@@ -10,7 +10,7 @@ from nexus.ledger.repository.turn_commit_sql import COMMIT_IN_ONE_STATEMENT
 
 
 def _compiled() -> tuple[str, int]:
-    compiled = COMMIT_IN_ONE_STATEMENT.compile(dialect=pg_psycopg.dialect())
+    compiled = COMMIT_IN_ONE_STATEMENT.compile(dialect=pg_psycopg.dialect())  # type: ignore[no-untyped-call]
     return str(compiled), len(compiled.params)
 
 

@@ -51,3 +51,23 @@ def test_the_time_limit_is_checked_on_every_call() -> None:
     assert not signals.abort_requested("s")
     clock.advance(10_000)
     assert signals.abort_requested("s") and signals.timed_out
+
+
+def test_a_turn_that_just_cleared_the_flag_asks_it_first_a_poll_interval_later() -> None:
+    """Clearing the signals at the turn's start counts as a poll: no round trip before the
+    first model call to find the flag just cleared, and an abort raised after the clear is
+    still seen within one interval."""
+    clock, coordination = FakeClock(), CountingCoordination()
+    signals = RunSignals(
+        coordination,
+        deadline_ms=clock.now + 10_000,
+        clock=clock,
+        holding=set(),
+        cleared_at=clock.now,
+    )
+    assert not signals.abort_requested("s")
+    assert coordination.asked == 0
+    coordination.request_abort("s")
+    clock.advance(ABORT_POLL_MS)
+    assert signals.abort_requested("s")
+    assert coordination.asked == 1
