@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.models import Contact, Entity, table_of
 from nexus.ledger.records import EntityRecord
 from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
+from nexus.ledger.repository.dialect_sql import PerDialect
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 
 contacts = table_of(Contact)
@@ -43,31 +45,28 @@ class IdentityRepository:
         now = self._clock()
         # Almost every message is from someone seen before: one statement for them.
         seen = self._conn.execute(
-            update(contacts)
-            .where(contacts.c.platform == platform, contacts.c.sender_id == sender_id)
-            .values(last_seen_at=now, display_name=display_name)
-            .returning(contacts.c.id)
+            _TOUCH,
+            {
+                "contact_platform": platform,
+                "contact_sender": sender_id,
+                "seen_at": now,
+                "seen_name": display_name,
+            },
         ).scalar_one_or_none()
         if seen is not None:
             return str(seen)
         entity_id = self.ensure_own_entity(platform, sender_id)
-        statement = upsert_insert(self._conn, contacts).values(
-            id=new_id(),
-            platform=platform,
-            sender_id=sender_id,
-            entity_id=entity_id,
-            display_name=display_name,
-            first_seen_at=now,
-            last_seen_at=now,
-        )
         contact_id = self._conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=["platform", "sender_id"],
-                set_={
-                    "last_seen_at": now,
-                    "display_name": statement.excluded.display_name,
-                },
-            ).returning(contacts.c.id)
+            _NEW_CONTACT(self._conn),
+            {
+                "id": new_id(),
+                "platform": platform,
+                "sender_id": sender_id,
+                "entity_id": entity_id,
+                "display_name": display_name,
+                "first_seen_at": now,
+                "last_seen_at": now,
+            },
         ).scalar_one()
         return str(contact_id)
 
@@ -77,34 +76,29 @@ class IdentityRepository:
         entity_id = auto_entity_id(platform, sender_id)
         now = self._clock()
         self._conn.execute(
-            upsert_insert(self._conn, entities)
-            .values(
-                id=entity_id,
-                type=platform,
-                name=f"{platform}:{sender_id}",
-                tags=[],
-                is_owner=False,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["id"])
+            _OWN_ENTITY(self._conn),
+            {
+                "id": entity_id,
+                "type": platform,
+                "name": f"{platform}:{sender_id}",
+                "tags": [],
+                "is_owner": False,
+                "created_at": now,
+                "updated_at": now,
+            },
         )
         return entity_id
 
     def contact_entity(self, platform: str, sender_id: str) -> str | None:
         return self._conn.execute(
-            select(contacts.c.entity_id).where(
-                contacts.c.platform == platform, contacts.c.sender_id == sender_id
-            )
+            _CONTACT_ENTITY, {"contact_platform": platform, "contact_sender": sender_id}
         ).scalar_one_or_none()
 
     def sender_entity(self, platform: str, sender_id: str) -> EntityRecord | None:
         """The canonical entity behind a sender: the contact's entity, read with it in one
         statement, then followed through merges when it was merged away (rare)."""
         row = self._conn.execute(
-            select(*columns_for(entities, EntityRecord))
-            .select_from(contacts.join(entities, entities.c.id == contacts.c.entity_id))
-            .where(contacts.c.platform == platform, contacts.c.sender_id == sender_id)
+            _SENDER_ENTITY, {"contact_platform": platform, "contact_sender": sender_id}
         ).one_or_none()
         if row is None:
             return None
@@ -117,18 +111,14 @@ class IdentityRepository:
         """Follow merged_into to the root entity (union-find without path compression)."""
         current = entity_id
         for _ in range(MAX_MERGE_HOPS):
-            parent = self._conn.execute(
-                select(entities.c.merged_into).where(entities.c.id == current)
-            ).scalar_one_or_none()
+            parent = self._conn.execute(_MERGED_INTO, {"entity_id": current}).scalar_one_or_none()
             if parent is None:
                 return current
             current = parent
         raise RuntimeError(f"entity {entity_id!r} has a merge chain over {MAX_MERGE_HOPS} hops")
 
     def get_entity(self, entity_id: str) -> EntityRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(entities, EntityRecord)).where(entities.c.id == entity_id)
-        ).one_or_none()
+        row = self._conn.execute(_ENTITY, {"entity_id": entity_id}).one_or_none()
         return None if row is None else to_record(EntityRecord, row)
 
     def create_entity(self, entity_id: str, *, kind: str, name: str) -> EntityRecord:
@@ -185,3 +175,49 @@ class IdentityRepository:
 
     def count_entities(self) -> int:
         return int(self._conn.execute(select(func.count()).select_from(entities)).scalar_one())
+
+
+# Built once: the router and the webhook run these for every message. A SELECT's parameters
+# may be named anything; an UPDATE's must not be named like a column of the table it writes
+# (SQLAlchemy would take them as one more SET), so all are named apart from the columns.
+_from_sender = (
+    contacts.c.platform == bindparam("contact_platform"),
+    contacts.c.sender_id == bindparam("contact_sender"),
+)
+_TOUCH = (
+    update(contacts)
+    .where(*_from_sender)
+    .values(last_seen_at=bindparam("seen_at"), display_name=bindparam("seen_name"))
+    .returning(contacts.c.id)
+)
+_CONTACT_ENTITY = select(contacts.c.entity_id).where(*_from_sender)
+_SENDER_ENTITY = (
+    select(*columns_for(entities, EntityRecord))
+    .select_from(contacts.join(entities, entities.c.id == contacts.c.entity_id))
+    .where(*_from_sender)
+)
+_MERGED_INTO = select(entities.c.merged_into).where(entities.c.id == bindparam("entity_id"))
+_ENTITY = select(*columns_for(entities, EntityRecord)).where(
+    entities.c.id == bindparam("entity_id")
+)
+
+
+# The inserts take their values by column name at execution, as a plain insert() does.
+def _new_contact(connection: Connection) -> Any:
+    statement = upsert_insert(connection, contacts)
+    return statement.on_conflict_do_update(
+        index_elements=["platform", "sender_id"],
+        # The inserted row's last_seen_at is this call's now.
+        set_={
+            "last_seen_at": statement.excluded.last_seen_at,
+            "display_name": statement.excluded.display_name,
+        },
+    ).returning(contacts.c.id)
+
+
+_NEW_CONTACT = PerDialect(_new_contact)
+_OWN_ENTITY = PerDialect(
+    lambda connection: upsert_insert(connection, entities).on_conflict_do_nothing(
+        index_elements=["id"]
+    )
+)

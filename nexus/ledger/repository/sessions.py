@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, update
+from sqlalchemy import Connection, Executable, bindparam, case, delete, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus, TaskStatus
@@ -20,6 +20,14 @@ from nexus.ledger.models import (
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
 from nexus.ledger.repository.errors import LabelTaken, LedgerConflict, NotForkable, NotFound
+from nexus.ledger.repository.sessions_sql import (
+    ALIAS_TARGET,
+    NEW_SESSION,
+    RECORD_MOVE,
+    RESOLVE,
+    SESSION_BY_ID,
+    SESSION_BY_LABEL,
+)
 
 sessions = table_of(Session)
 aliases = table_of(SessionAlias)
@@ -41,11 +49,11 @@ class SessionRepository:
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, session_id: str) -> SessionRecord | None:
-        return self._one(sessions.c.id == session_id)
+        return self._one(SESSION_BY_ID, {"session_id": session_id})
 
     def get_by_label(self, label: str) -> SessionRecord | None:
         """The session with exactly this label; aliases are not followed."""
-        return self._one(sessions.c.label == label)
+        return self._one(SESSION_BY_LABEL, {"label": label})
 
     def resolve(self, label: str) -> SessionRecord | None:
         """The session that what is addressed to `label` goes to: its aliases followed first,
@@ -59,12 +67,7 @@ class SessionRepository:
             return None
         # One statement in the common case: the session with this label, and whether the
         # label is also an alias (which then wins).
-        onward = select(aliases.c.session_label).where(aliases.c.alias == label).scalar_subquery()
-        row = self._conn.execute(
-            select(onward.label("onward"), *columns_for(sessions, SessionRecord)).where(
-                sessions.c.label == label
-            )
-        ).one_or_none()
+        row = self._conn.execute(RESOLVE, {"label": label}).one_or_none()
         if row is None:
             target = self._alias_target(label)
             if target is None:
@@ -158,10 +161,8 @@ class SessionRepository:
         row = self._conn.execute(_ALIAS_ROWS.where(aliases.c.alias == alias)).one_or_none()
         return None if row is None else _alias_row(row)
 
-    def _one(self, condition: object) -> SessionRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(sessions, SessionRecord)).where(condition)  # type: ignore[arg-type]
-        ).one_or_none()
+    def _one(self, query: Executable, params: dict[str, str]) -> SessionRecord | None:
+        row = self._conn.execute(query, params).one_or_none()
         return None if row is None else to_record(SessionRecord, row)
 
     # -- writes ------------------------------------------------------------------------------
@@ -175,21 +176,19 @@ class SessionRepository:
         now = self._clock()
         session_id = new_id()
         values = new.model_dump()
-        statement = upsert_insert(self._conn, sessions).values(
-            id=session_id,
-            thread_id=thread_id,
-            epoch=0,
-            status=SessionStatus.ACTIVE,
-            is_subagent=new.origin == SessionOrigin.SUBAGENT,
+        row = {
+            "id": session_id,
+            "thread_id": thread_id,
+            "epoch": 0,
+            "status": SessionStatus.ACTIVE,
+            "is_subagent": new.origin == SessionOrigin.SUBAGENT,
             # A worker's task is pending until a run claims its input (BUMP_EPOCH).
-            task_status=TaskStatus.PENDING if new.origin == SessionOrigin.SUBAGENT else None,
-            created_at=now,
-            updated_at=now,
+            "task_status": TaskStatus.PENDING if new.origin == SessionOrigin.SUBAGENT else None,
+            "created_at": now,
+            "updated_at": now,
             **values,
-        )
-        inserted = self._conn.execute(
-            statement.on_conflict_do_nothing(index_elements=["label"]).returning(sessions.c.id)
-        ).scalar_one_or_none()
+        }
+        inserted = self._conn.execute(NEW_SESSION(self._conn), row).scalar_one_or_none()
         if inserted is None:
             raise LabelTaken(f"a session labelled {new.label!r} exists already")
         self._record_move(session_id, thread_id, None, 0, reason, now)
@@ -326,9 +325,7 @@ class SessionRepository:
         return [(r.previous_thread_id, r.thread_id, r.epoch, r.reason) for r in rows]
 
     def _alias_target(self, label: str) -> str | None:
-        return self._conn.execute(
-            select(aliases.c.session_label).where(aliases.c.alias == label)
-        ).scalar_one_or_none()
+        return self._conn.execute(ALIAS_TARGET, {"label": label}).scalar_one_or_none()
 
     def _record_move(
         self,
@@ -340,15 +337,16 @@ class SessionRepository:
         now: int,
     ) -> None:
         self._conn.execute(
-            insert(history).values(
-                id=new_id(),
-                session_id=session_id,
-                thread_id=thread_id,
-                previous_thread_id=previous,
-                epoch=epoch,
-                reason=reason,
-                changed_at=now,
-            )
+            RECORD_MOVE,
+            {
+                "id": new_id(),
+                "session_id": session_id,
+                "thread_id": thread_id,
+                "previous_thread_id": previous,
+                "epoch": epoch,
+                "reason": reason,
+                "changed_at": now,
+            },
         )
 
 
