@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from sqlalchemy import Connection, Select, String, any_, bindparam, cast, func, select, update
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Connection, func, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
-from nexus.ledger.models import Event, QueueItem, Session, table_of
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.errors import NotFound
+from nexus.ledger.repository.queue_sql import (
+    CLAIM_FOR_RUN,
+    CLAIM_IDS,
+    ENQUEUE,
+    ENQUEUED_ID,
+    EVENT_FIELDS,
+    FOR_SESSION,
+    FOR_SESSION_IN,
+    ITEM_FIELDS,
+    OPEN_FOR_RUN,
+    SESSION_EPOCH,
+    STILL_OWING,
+    queue_items,
+)
 from nexus.ledger.repository.sessions import BUMP_EPOCH
-
-queue_items = table_of(QueueItem)
-events = table_of(Event)
-sessions = table_of(Session)
 
 _FINAL = {
     QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},
@@ -39,32 +46,24 @@ class QueueRepository:
         """
         now = self._clock()
         item_id = new_id()
-        statement = upsert_insert(self._conn, queue_items).values(
-            id=item_id,
-            session_id=item.session_id,
-            event_id=item.event_id,
-            mode=item.mode,
-            priority=item.priority,
-            source=item.source,
-            payload=item.payload,
-            status=QueueStatus.QUEUED,
-            attempts=0,
-            available_at=item.available_at if item.available_at is not None else now,
-            enqueued_at=now,
-            updated_at=now,
-        )
         inserted = self._conn.execute(
-            statement.on_conflict_do_nothing(index_elements=["session_id", "event_id"]).returning(
-                queue_items.c.id
-            )
+            ENQUEUE(self._conn),
+            {
+                "item_id": item_id,
+                "item_session": item.session_id,
+                "item_event": item.event_id,
+                "item_mode": item.mode,
+                "item_priority": item.priority,
+                "item_source": item.source,
+                "item_payload": item.payload,
+                "item_available_at": item.available_at if item.available_at is not None else now,
+                "item_now": now,
+            },
         ).scalar_one_or_none()
         if inserted is not None:
             return str(inserted), True
         existing = self._conn.execute(
-            select(queue_items.c.id).where(
-                queue_items.c.session_id == item.session_id,
-                queue_items.c.event_id == item.event_id,
-            )
+            ENQUEUED_ID, {"item_session": item.session_id, "item_event": item.event_id}
         ).scalar_one()
         return str(existing), False
 
@@ -97,17 +96,13 @@ class QueueRepository:
         """Claim exactly these queued items (the queue-mode decision chose them), in order."""
         now = self._clock()
         rows = self._conn.execute(
-            update(queue_items)
-            .where(queue_items.c.id.in_(list(item_ids)))
-            .where(queue_items.c.status == QueueStatus.QUEUED)
-            .values(
-                status=QueueStatus.CLAIMED,
-                claimed_epoch=epoch,
-                claim_expires_at=now + lease_ms,
-                attempts=queue_items.c.attempts + 1,
-                updated_at=now,
-            )
-            .returning(*columns_for(queue_items, QueueItemRecord))
+            CLAIM_IDS,
+            {
+                "claim_items": list(item_ids),
+                "claim_epoch": epoch,
+                "claim_expires": now + lease_ms,
+                "claim_now": now,
+            },
         ).all()
         order = {item_id: index for index, item_id in enumerate(item_ids)}
         return sorted((to_record(QueueItemRecord, r) for r in rows), key=lambda r: order[r.id])
@@ -127,7 +122,7 @@ class QueueRepository:
             return int(epoch), self.claim_ids(item_ids, epoch=int(epoch), lease_ms=lease_ms)
         now = self._clock()
         rows = self._conn.execute(
-            _CLAIM_FOR_RUN,
+            CLAIM_FOR_RUN,
             {
                 "bump_session": session_id,
                 "run_items": list(item_ids),
@@ -137,7 +132,7 @@ class QueueRepository:
         ).all()
         if not rows:  # nothing claimed (taken meanwhile): the epoch moved on all the same
             epoch = self._conn.execute(
-                select(sessions.c.epoch).where(sessions.c.id == session_id)
+                SESSION_EPOCH, {"bump_session": session_id}
             ).scalar_one_or_none()
             if epoch is None:
                 raise NotFound(f"no session with id {session_id!r}")
@@ -239,18 +234,12 @@ class QueueRepository:
         self, session_id: str, *, statuses: Sequence[QueueStatus] | None = None
     ) -> list[QueueItemRecord]:
         """The session's items in queue order, optionally only those with given statuses."""
-        key = tuple(sorted(statuses)) if statuses else ()
-        query = _FOR_SESSION.get(key)
-        if query is None:  # built once per status set: the session run asks several times a turn
-            query = select(*columns_for(queue_items, QueueItemRecord)).where(
-                queue_items.c.session_id == bindparam("session_id")
+        if statuses:
+            rows = self._conn.execute(
+                FOR_SESSION_IN, {"session_id": session_id, "statuses": list(statuses)}
             )
-            if key:
-                query = query.where(queue_items.c.status.in_(key))
-            query = _FOR_SESSION[key] = query.order_by(
-                queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id
-            )
-        rows = self._conn.execute(query, {"session_id": session_id})
+        else:  # an empty list filters nothing, like None
+            rows = self._conn.execute(FOR_SESSION, {"session_id": session_id})
         return [to_record(QueueItemRecord, row) for row in rows]
 
     def open_for_run(
@@ -261,15 +250,15 @@ class QueueRepository:
         (their detail ends with `summary_marker`, a plain text with no LIKE wildcards),
         each with its event."""
         rows = self._conn.execute(
-            _OPEN_FOR_RUN, {"session_id": session_id, "marker": summary_marker}
+            OPEN_FOR_RUN, {"session_id": session_id, "marker": summary_marker}
         )
         found: list[tuple[QueueItemRecord, EventRecord | None]] = []
         for row in rows:
             mapping = row._mapping
-            item = QueueItemRecord.model_validate({n: mapping[f"q_{n}"] for n in _ITEM_FIELDS})
+            item = QueueItemRecord.model_validate({n: mapping[f"q_{n}"] for n in ITEM_FIELDS})
             event = None
             if mapping["e_id"] is not None:
-                event = EventRecord.model_validate({n: mapping[f"e_{n}"] for n in _EVENT_FIELDS})
+                event = EventRecord.model_validate({n: mapping[f"e_{n}"] for n in EVENT_FIELDS})
             found.append((item, event))
         return found
 
@@ -311,12 +300,7 @@ class QueueRepository:
 
     def session_still_owing(self, event_id: str) -> str | None:
         """The session whose queue still holds `event_id` unsettled (queued or claimed)."""
-        return self._conn.execute(
-            select(queue_items.c.session_id)
-            .where(queue_items.c.event_id == event_id)
-            .where(queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED]))
-            .limit(1)
-        ).scalar_one_or_none()
+        return self._conn.execute(STILL_OWING, {"owed_event": event_id}).scalar_one_or_none()
 
     def sessions_owed_a_run(self, *, limit: int = 1000) -> list[str]:
         """Sessions with ready queued items, or with claimed ones (a run that may have died:
@@ -384,44 +368,3 @@ class QueueRepository:
                 .where(queue_items.c.id == item.id)
                 .values(disposition_detail=detail, updated_at=self._clock())
             )
-
-
-_FOR_SESSION: dict[tuple[QueueStatus, ...], Select[Any]] = {}
-
-_ITEM_FIELDS = list(QueueItemRecord.model_fields)
-_EVENT_FIELDS = list(EventRecord.model_fields)
-_OPEN_FOR_RUN = (
-    select(
-        *(queue_items.c[name].label(f"q_{name}") for name in _ITEM_FIELDS),
-        *(events.c[name].label(f"e_{name}") for name in _EVENT_FIELDS),
-    )
-    .select_from(queue_items.outerjoin(events, events.c.id == queue_items.c.event_id))
-    .where(queue_items.c.session_id == bindparam("session_id"))
-    .where(
-        queue_items.c.status.in_([QueueStatus.QUEUED, QueueStatus.CLAIMED])
-        | (
-            (queue_items.c.status == QueueStatus.DROPPED)
-            & queue_items.c.disposition_detail.endswith(bindparam("marker"))
-        )
-    )
-    .order_by(queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)
-)
-
-_bumped = BUMP_EPOCH.returning(sessions.c.id).cte("bumped")
-_CLAIM_FOR_RUN = (
-    update(queue_items)
-    .where(
-        queue_items.c.id == any_(cast(bindparam("run_items", type_=ARRAY(String)), ARRAY(String)))
-    )
-    .where(queue_items.c.status == QueueStatus.QUEUED)
-    # Only the bumped session's items: none when the session is not there.
-    .where(queue_items.c.session_id == select(_bumped.c.id).scalar_subquery())
-    .values(
-        status=QueueStatus.CLAIMED,
-        claimed_epoch=select(_bumped.c.epoch).scalar_subquery(),
-        claim_expires_at=bindparam("run_expires_at"),
-        attempts=queue_items.c.attempts + 1,
-        updated_at=bindparam("run_now"),
-    )
-    .returning(*columns_for(queue_items, QueueItemRecord))
-)

@@ -1,0 +1,125 @@
+"""The queue's per-message SQL, built once (parameter names never equal a written column)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, String, any_, bindparam, cast, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from nexus.ledger.enums import QueueStatus
+from nexus.ledger.models import Event, QueueItem, Session, table_of
+from nexus.ledger.records import EventRecord, QueueItemRecord
+from nexus.ledger.repository._sql import columns_for, upsert_insert
+from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository.sessions import BUMP_EPOCH
+
+# Every statement here runs for each message or each run: a statement built per call is
+# traversed for its cache key on every execution, a prebuilt one only once.
+
+queue_items = table_of(QueueItem)
+events = table_of(Event)
+sessions = table_of(Session)
+
+_ITEM_COLUMNS = columns_for(queue_items, QueueItemRecord)
+_QUEUE_ORDER = (queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)
+_OPEN = [QueueStatus.QUEUED, QueueStatus.CLAIMED]
+
+# A new item; a second routing of one event to one session inserts nothing.
+_ENQUEUE_VALUES: dict[str, Any] = {
+    "id": bindparam("item_id"),
+    "session_id": bindparam("item_session"),
+    "event_id": bindparam("item_event"),
+    "mode": bindparam("item_mode"),
+    "priority": bindparam("item_priority"),
+    "source": bindparam("item_source"),
+    "payload": bindparam("item_payload"),
+    "status": QueueStatus.QUEUED,
+    "attempts": 0,
+    "available_at": bindparam("item_available_at"),
+    "enqueued_at": bindparam("item_now"),
+    "updated_at": bindparam("item_now"),
+}
+
+
+def _enqueue(connection: Connection) -> Any:
+    return (
+        upsert_insert(connection, queue_items)
+        .values(**_ENQUEUE_VALUES)
+        .on_conflict_do_nothing(index_elements=["session_id", "event_id"])
+        .returning(queue_items.c.id)
+    )
+
+
+ENQUEUE = PerDialect(_enqueue)
+ENQUEUED_ID = select(queue_items.c.id).where(
+    queue_items.c.session_id == bindparam("item_session"),
+    queue_items.c.event_id == bindparam("item_event"),
+)
+
+# Claim exactly these queued items under the given epoch (SQLite's second step).
+CLAIM_IDS = (
+    update(queue_items)
+    .where(queue_items.c.id.in_(bindparam("claim_items", expanding=True)))
+    .where(queue_items.c.status == QueueStatus.QUEUED)
+    .values(
+        status=QueueStatus.CLAIMED,
+        claimed_epoch=bindparam("claim_epoch"),
+        claim_expires_at=bindparam("claim_expires"),
+        attempts=queue_items.c.attempts + 1,
+        updated_at=bindparam("claim_now"),
+    )
+    .returning(*_ITEM_COLUMNS)
+)
+
+_bumped = BUMP_EPOCH.returning(sessions.c.id).cte("bumped")
+CLAIM_FOR_RUN = (
+    update(queue_items)
+    .where(
+        queue_items.c.id == any_(cast(bindparam("run_items", type_=ARRAY(String)), ARRAY(String)))
+    )
+    .where(queue_items.c.status == QueueStatus.QUEUED)
+    # Only the bumped session's items: none when the session is not there.
+    .where(queue_items.c.session_id == select(_bumped.c.id).scalar_subquery())
+    .values(
+        status=QueueStatus.CLAIMED,
+        claimed_epoch=select(_bumped.c.epoch).scalar_subquery(),
+        claim_expires_at=bindparam("run_expires_at"),
+        attempts=queue_items.c.attempts + 1,
+        updated_at=bindparam("run_now"),
+    )
+    .returning(*_ITEM_COLUMNS)
+)
+SESSION_EPOCH = select(sessions.c.epoch).where(sessions.c.id == bindparam("bump_session"))
+
+_FOR_SESSION = select(*_ITEM_COLUMNS).where(queue_items.c.session_id == bindparam("session_id"))
+FOR_SESSION = _FOR_SESSION.order_by(*_QUEUE_ORDER)
+FOR_SESSION_IN = _FOR_SESSION.where(
+    queue_items.c.status.in_(bindparam("statuses", expanding=True))
+).order_by(*_QUEUE_ORDER)
+
+STILL_OWING = (
+    select(queue_items.c.session_id)
+    .where(queue_items.c.event_id == bindparam("owed_event"))
+    .where(queue_items.c.status.in_(_OPEN))
+    .limit(1)
+)
+
+ITEM_FIELDS = list(QueueItemRecord.model_fields)
+EVENT_FIELDS = list(EventRecord.model_fields)
+OPEN_FOR_RUN = (
+    select(
+        *(queue_items.c[name].label(f"q_{name}") for name in ITEM_FIELDS),
+        *(events.c[name].label(f"e_{name}") for name in EVENT_FIELDS),
+    )
+    .select_from(queue_items.outerjoin(events, events.c.id == queue_items.c.event_id))
+    .where(queue_items.c.session_id == bindparam("session_id"))
+    .where(
+        queue_items.c.status.in_(_OPEN)
+        | (
+            (queue_items.c.status == QueueStatus.DROPPED)
+            & queue_items.c.disposition_detail.endswith(bindparam("marker"))
+        )
+    )
+    .order_by(*_QUEUE_ORDER)
+)
