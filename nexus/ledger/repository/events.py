@@ -5,20 +5,72 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    Integer,
+    Select,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
 from nexus.ledger.models import Event, QueueItem, Turn, table_of
 from nexus.ledger.records import EventDraft, EventRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository.dialect_sql import PerDialect
 
 events = table_of(Event)
 queue_items = table_of(QueueItem)
 turns = table_of(Turn)
 
+# Statements are built once and executed with parameters: SQLAlchemy memoizes a reused
+# statement's cache key, where one built per call is traversed again every time. Parameter
+# names never equal a column of the table an UPDATE writes (it would take them as more SET).
+_RECORD_COLUMNS = columns_for(events, EventRecord)
+
+
+def _insert_once(connection: Connection) -> Executable:
+    """The row (given as parameters) unless its id is stored already; answers the id."""
+    statement: Executable = (
+        upsert_insert(connection, events)
+        .on_conflict_do_nothing(index_elements=["id"])
+        .returning(events.c.id)
+    )
+    return statement
+
+
+_INSERT = PerDialect(_insert_once)
+_GET = select(*_RECORD_COLUMNS).where(events.c.id == bindparam("event_id"))
+_ANSWERED_BY = (
+    select(*_RECORD_COLUMNS, events.c.payload.label("raw_payload"))
+    .join(turns, turns.c.source_event_id == events.c.id)
+    .where(turns.c.id == bindparam("turn_id"))
+)
+_PAYLOAD_OF = select(events.c.payload).where(events.c.id == bindparam("event_id"))
+
+
+def _latest_routed(adapter: ColumnElement[bool]) -> Select[Any]:
+    return (
+        select(*_RECORD_COLUMNS)
+        .join(queue_items, queue_items.c.event_id == events.c.id)
+        .where(queue_items.c.session_id == bindparam("session_id"))
+        .where(events.c.direction == "inbound")
+        .where(adapter)
+        .order_by(events.c.received_at.desc(), events.c.id.desc())
+        .limit(1)
+    )
+
+
+_LATEST_INBOUND = _latest_routed(events.c.adapter.in_(bindparam("adapters", expanding=True)))
+_LATEST_ROUTED = _latest_routed(events.c.adapter.not_in(bindparam("internal", expanding=True)))
 # Only the first disposition sticks: an event another path already settled is left alone.
-_MARK_MANY = (
+_MARK_PROCESSED = (
     update(events)
     .where(events.c.id == bindparam("event_id"), events.c.status == EventStatus.RECEIVED)
     .values(
@@ -27,6 +79,25 @@ _MARK_MANY = (
         disposition_detail=bindparam("outcome_detail"),
         processed_at=bindparam("now"),
     )
+)
+_CLAIM_WAITING = (
+    select(*_RECORD_COLUMNS)
+    .where(events.c.status == EventStatus.RECEIVED)
+    .order_by(events.c.received_at, events.c.id)
+    .limit(bindparam("limit", type_=Integer))
+    .with_for_update(skip_locked=True)
+)
+_UNPROCESSED = (
+    select(events.c.id)
+    .where(events.c.status == EventStatus.RECEIVED)
+    .where(events.c.received_at < bindparam("received_before"))
+    .order_by(events.c.received_at, events.c.id)
+    .limit(bindparam("limit", type_=Integer))
+)
+_RECENT = (
+    select(*_RECORD_COLUMNS)
+    .order_by(events.c.received_at.desc())
+    .limit(bindparam("limit", type_=Integer))
 )
 
 
@@ -42,38 +113,30 @@ class EventRepository:
 
         With a `disposition`, the event is stored already settled (one statement, not an
         insert and then an update): an event no router needs to see, such as a reply."""
-        values = draft.model_dump()
-        values["attachments"] = list(draft.attachments)
+        row = draft.model_dump()
+        row["attachments"] = list(draft.attachments)
         now = self._clock()
+        row["received_at"] = now
         if disposition is not None:
-            values.update(
+            row.update(
                 status=EventStatus.PROCESSED,
                 disposition=disposition,
                 disposition_detail=detail,
                 processed_at=now,
             )
         else:
-            values["status"] = EventStatus.RECEIVED
-        statement = upsert_insert(self._conn, events).values(received_at=now, **values)
-        inserted = self._conn.execute(
-            statement.on_conflict_do_nothing(index_elements=["id"]).returning(events.c.id)
-        ).scalar_one_or_none()
+            row["status"] = EventStatus.RECEIVED
+        inserted = self._conn.execute(_INSERT(self._conn), row).scalar_one_or_none()
         return inserted is not None
 
     def get(self, event_id: str) -> EventRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(events, EventRecord)).where(events.c.id == event_id)
-        ).one_or_none()
+        row = self._conn.execute(_GET, {"event_id": event_id}).one_or_none()
         return None if row is None else to_record(EventRecord, row)
 
     def answered_by(self, turn_id: str) -> tuple[EventRecord, dict[str, Any]] | None:
         """The event a turn answered (its first query's), with the platform's raw update, in
         one read; None when the turn answered none (asked through the API, say)."""
-        row = self._conn.execute(
-            select(*columns_for(events, EventRecord), events.c.payload.label("raw_payload"))
-            .join(turns, turns.c.source_event_id == events.c.id)
-            .where(turns.c.id == turn_id)
-        ).one_or_none()
+        row = self._conn.execute(_ANSWERED_BY, {"turn_id": turn_id}).one_or_none()
         if row is None:
             return None
         fields = dict(row._mapping)
@@ -82,9 +145,7 @@ class EventRepository:
 
     def payload_of(self, event_id: str) -> dict[str, Any]:
         """The platform's raw update (what an outbound sender may need to answer it)."""
-        payload = self._conn.execute(
-            select(events.c.payload).where(events.c.id == event_id)
-        ).scalar_one_or_none()
+        payload = self._conn.execute(_PAYLOAD_OF, {"event_id": event_id}).scalar_one_or_none()
         return dict(payload or {})
 
     def latest_inbound_for_session(
@@ -93,38 +154,29 @@ class EventRepository:
         """The newest platform message routed to the session: where it last heard from a
         person, and so where an answer to an internal trigger (a worker's result, a hook)
         goes."""
-        return self._latest_routed(session_id, events.c.adapter.in_(list(adapters)))
+        return self._latest(_LATEST_INBOUND, session_id=session_id, adapters=list(adapters))
 
     def latest_routed_for_session(
         self, session_id: str, internal: Collection[str]
     ) -> EventRecord | None:
         """The newest message from outside Nexus (any adapter but the `internal` ones) that
         was routed to the session: the one its access policy last decided on."""
-        return self._latest_routed(session_id, events.c.adapter.not_in(list(internal)))
+        return self._latest(_LATEST_ROUTED, session_id=session_id, internal=list(internal))
 
-    def _latest_routed(self, session_id: str, adapter: ColumnElement[bool]) -> EventRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(events, EventRecord))
-            .join(queue_items, queue_items.c.event_id == events.c.id)
-            .where(queue_items.c.session_id == session_id)
-            .where(events.c.direction == "inbound")
-            .where(adapter)
-            .order_by(events.c.received_at.desc(), events.c.id.desc())
-            .limit(1)
-        ).one_or_none()
+    def _latest(self, statement: Select[Any], **parameters: object) -> EventRecord | None:
+        row = self._conn.execute(statement, parameters).one_or_none()
         return None if row is None else to_record(EventRecord, row)
 
     def mark_processed(self, event_id: str, disposition: str, detail: str | None = None) -> bool:
         """Record what became of the event; only the first disposition sticks."""
         result = self._conn.execute(
-            update(events)
-            .where(events.c.id == event_id, events.c.status == EventStatus.RECEIVED)
-            .values(
-                status=EventStatus.PROCESSED,
-                disposition=disposition,
-                disposition_detail=detail,
-                processed_at=self._clock(),
-            )
+            _MARK_PROCESSED,
+            {
+                "event_id": event_id,
+                "outcome": disposition,
+                "outcome_detail": detail,
+                "now": self._clock(),
+            },
         )
         return bool(result.rowcount)
 
@@ -133,7 +185,7 @@ class EventRepository:
         if not outcomes:
             return
         self._conn.execute(
-            _MARK_MANY,
+            _MARK_PROCESSED,
             [
                 {"event_id": e, "outcome": d, "outcome_detail": t, "now": self._clock()}
                 for e, d, t in outcomes
@@ -144,24 +196,14 @@ class EventRepository:
         """Events waiting for the router, oldest first, that no other router has in hand:
         row-locked until this transaction ends (Postgres skips locked rows; SQLite has one
         writer at a time anyway)."""
-        rows = self._conn.execute(
-            select(*columns_for(events, EventRecord))
-            .where(events.c.status == EventStatus.RECEIVED)
-            .order_by(events.c.received_at, events.c.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        ).all()
+        rows = self._conn.execute(_CLAIM_WAITING, {"limit": limit}).all()
         return [to_record(EventRecord, row) for row in rows]
 
     def unprocessed(self, *, received_before: int, limit: int = 500) -> list[str]:
         """Events still waiting for the router, oldest first (the relay re-rings these)."""
         return list(
             self._conn.execute(
-                select(events.c.id)
-                .where(events.c.status == EventStatus.RECEIVED)
-                .where(events.c.received_at < received_before)
-                .order_by(events.c.received_at, events.c.id)
-                .limit(limit)
+                _UNPROCESSED, {"received_before": received_before, "limit": limit}
             ).scalars()
         )
 
@@ -172,7 +214,7 @@ class EventRepository:
             return []
         condition = or_(*(func.lower(events.c.text).contains(word) for word in words))
         rows = self._conn.execute(
-            select(*columns_for(events, EventRecord))
+            select(*_RECORD_COLUMNS)
             .where(events.c.direction == "inbound")
             .where(condition)
             .order_by(events.c.received_at.desc())
@@ -181,9 +223,5 @@ class EventRepository:
         return [to_record(EventRecord, row) for row in rows]
 
     def recent(self, *, limit: int = 20) -> list[EventRecord]:
-        rows = self._conn.execute(
-            select(*columns_for(events, EventRecord))
-            .order_by(events.c.received_at.desc())
-            .limit(limit)
-        )
+        rows = self._conn.execute(_RECENT, {"limit": limit})
         return [to_record(EventRecord, row) for row in rows]
