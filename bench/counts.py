@@ -56,15 +56,23 @@ def counting(*engines: Any) -> Iterator[Counter[str]]:
             event.remove(engine, "commit", commit)
 
 
+def _deployed(post: Callable[[int], None], route: Callable[[int], None]) -> Callable[[int], None]:
+    def both(number: int) -> None:
+        post(number)
+        route(number)
+
+    return both
+
+
 def _per_event(
-    stages: dict[str, tuple[Callable[[int], None], Any]], events: range
+    stages: dict[str, tuple[Callable[[int], None], Any]], events: range, *, also: Any = None
 ) -> dict[str, dict[str, float]]:
     """Each event goes through every stage in turn (so a session run finds one new item,
-    as at low load); each stage's counts are its own."""
+    as at low load); each stage's counts are its own (`also`: one more engine counted)."""
     totals: dict[str, Counter[str]] = {name: Counter() for name in stages}
     for number in events:
         for name, (stage, engine) in stages.items():
-            with counting(engine) as counts:
+            with counting(engine, *([also] if also is not None else [])) as counts:
                 stage(number)
             totals[name].update(counts)
     return {
@@ -115,7 +123,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         measured = range(SENDERS, SENDERS + EVENTS)
         # Stage by stage, each hop on its own, as when the router rings every session;
         # the burst below runs as deployed (the router runs one idle session itself).
-        inline, runtime.router.run_session = runtime.router.run_session, None
+        inline, runtime.router.runs = runtime.router.runs, None
         api = client.app.state.nexus.nexus.database.engine  # type: ignore[attr-defined]
         stages = _per_event(
             {
@@ -125,12 +133,20 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             },
             measured,
         )
-        runtime.router.run_session = inline
+        runtime.router.runs = inline
+        # One at a time as deployed: the router runs the session's turn itself, its first
+        # claim made in the routing transaction.
+        deployed = _per_event(
+            {"as deployed: webhook → router with the turn inline": (_deployed(post, route), api)},
+            range(SENDERS + EVENTS, SENDERS + 2 * EVENTS),
+            also=database.engine,
+        )
         burst = _burst(post, tasks, runner, [sessions[n] for n in range(SENDERS)], api, database)
         client.close()
         bare = _bare(database)
     return {
         "nexus": stages,
+        "deployed": deployed["as deployed: webhook → router with the turn inline"],
         "burst": burst,
         "bare": bare,
         "note": "task bodies only: Celery's own receive/ack/task-event traffic per task "

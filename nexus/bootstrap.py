@@ -150,7 +150,7 @@ class Nexus:
             signals=self.coordination,
             queueing=self.queue_policy,
             after_routing=self._hooks_after_routing,
-            run_session=self.session_runner.run if self.settings.inline_session_runs else None,
+            runs=self.session_runner if self.settings.inline_session_runs else None,
         )
 
     def _hooks_after_routing(self, routed: ProcessedEvent) -> None:

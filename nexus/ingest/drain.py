@@ -9,12 +9,21 @@ from typing import Protocol
 import structlog
 
 from nexus.access.policy import Policy
-from nexus.db import Database
+from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, Doorbell
 from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.router import ROUTE_BATCH, ArrivalSignals, ProcessedEvent, route_waiting
+from nexus.sessions.claims import InlineClaim
 
 log = structlog.get_logger(__name__)
+
+
+class InlineRuns(Protocol):
+    """The session run, as the router drives one inline (`nexus.sessions.runner`)."""
+
+    def claim_inline(self, uow: UnitOfWork, session_id: str) -> InlineClaim | None: ...
+
+    def run(self, session_id: str, *, claimed: InlineClaim | None = None) -> object: ...
 
 
 class RouterSignals(ArrivalSignals, Protocol):
@@ -28,9 +37,10 @@ class EventRouter:
     """One router run (`nexus.event.process`): every waiting event, `batch` at a time.
 
     Each batch is one transaction. After it commits, every session it queued work for is
-    rung once; on the last batch, one of them is run here instead when `run_session` is
-    given (an idle session's turn without another broker hop; a busy one is left to its
-    holder, which re-checks its queue when it releases).
+    rung once; on the last batch, one of them is run here instead when `runs` is given (an
+    idle session's turn without another broker hop, its first claim made in the batch's own
+    transaction; a busy one is left to its holder, which re-checks its queue when it
+    releases).
     """
 
     database: Database
@@ -39,7 +49,7 @@ class EventRouter:
     signals: RouterSignals
     queueing: QueuePolicy
     after_routing: Callable[[ProcessedEvent], object] = lambda _: None
-    run_session: Callable[[str], object] | None = None
+    runs: InlineRuns | None = None
     batch: int = ROUTE_BATCH
 
     def drain(self, rang_for: str | None = None) -> list[ProcessedEvent]:
@@ -49,6 +59,7 @@ class EventRouter:
         self.signals.lower_flag(ROUTER_PENDING)
         routed: list[ProcessedEvent] = []
         while True:
+            claimed: InlineClaim | None = None
             with self.database.unit_of_work() as uow:
                 drained = route_waiting(
                     uow,
@@ -57,7 +68,16 @@ class EventRouter:
                     queueing=self.queueing,
                     limit=self.batch,
                 )
-                uow.commit()
+                last = len(drained.events) < self.batch
+                inline = drained.sessions[-1] if last and drained.sessions and self.runs else None
+                if inline is not None and self.runs is not None:
+                    claimed = self.runs.claim_inline(uow, inline)
+                try:
+                    uow.commit()
+                except BaseException:
+                    if claimed is not None:
+                        claimed.lease.release()
+                    raise
             routed.extend(drained.events)
             for event in drained.events:
                 log.info(
@@ -66,15 +86,11 @@ class EventRouter:
                     disposition=event.disposition,
                     session=event.session_label,
                 )
-            last = len(drained.events) < self.batch
-            inline = (
-                drained.sessions[-1] if last and drained.sessions and self.run_session else None
-            )
             for session_id in drained.sessions:
                 if session_id != inline:
                     self.doorbell.session_has_work(session_id)
-            if inline is not None and self.run_session is not None:
-                self.run_session(inline)
+            if inline is not None and self.runs is not None:
+                self.runs.run(inline, claimed=claimed)
             # Hooks after the turn this run owed: a slow or broken hook delays nothing a
             # person is waiting for.
             for event in drained.events:

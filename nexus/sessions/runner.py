@@ -32,7 +32,7 @@ from nexus.ledger.enums import (
     TurnStatus,
 )
 from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
-from nexus.queueing.coordination import Coordination, KeepAlive
+from nexus.queueing.coordination import Coordination, KeepAlive, Lease
 from nexus.queueing.modes import (
     COMPACT,
     DEFAULT_COLLECT_WINDOW_MS,
@@ -42,78 +42,13 @@ from nexus.queueing.modes import (
     next_work,
 )
 from nexus.queueing.overflow import SUMMARY_PENDING, summarize_overflow
+from nexus.sessions.claims import Claim, InlineClaim, RunReport
+from nexus.sessions.signals import RunSignals
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_ATTEMPTS = 3
 RETRY_BACKOFF_MS = (1_000, 5_000, 30_000)
-
-
-@dataclass(frozen=True)
-class _Claim:
-    """A claim made: what runs, under which epoch, the inputs' events, the overflow summary
-    owed, and whether more was waiting beside it."""
-
-    plan: Run
-    epoch: int
-    events: dict[str, EventRecord | None]
-    overflow: str | None
-    more: bool
-
-
-@dataclass(frozen=True)
-class RunReport:
-    status: str  # busy | done | waiting | fenced
-    turns: int = 0
-    failed: int = 0
-    dead_lettered: int = 0
-
-
-# The turn asks about the shared abort flag after every streamed event; a model streams
-# one every few milliseconds. Asking at most this often keeps an interrupt prompt (well
-# under a second) without a Redis round trip per token.
-ABORT_POLL_MS = 50
-
-
-class RunSignals:
-    """The engine's signals for one turn: the shared abort flag, the time limit, and the
-    steer inbox minus what this turn already holds."""
-
-    def __init__(
-        self,
-        coordination: Coordination,
-        *,
-        deadline_ms: int,
-        clock: Clock,
-        holding: set[str],
-        cleared_at: int | None = None,
-    ) -> None:
-        self._coordination = coordination
-        self._deadline = deadline_ms
-        self._clock = clock
-        self._holding = holding
-        # The flag was cleared at `cleared_at` (the turn's start): that counts as a poll, so
-        # the first ask waits out the interval like every later one, not a round trip
-        # before the first model call to find what was just cleared.
-        self._next_poll_ms = None if cleared_at is None else cleared_at + ABORT_POLL_MS
-        self.timed_out = False
-
-    def abort_requested(self, session_id: str) -> bool:
-        now = self._clock()
-        if now >= self._deadline:
-            self.timed_out = True
-            return True
-        if self._next_poll_ms is not None and now < self._next_poll_ms:
-            return False
-        self._next_poll_ms = now + ABORT_POLL_MS
-        return self._coordination.abort_requested(session_id)
-
-    def take_steering(self, session_id: str) -> list[QueryMessage]:
-        taken = self._coordination.take_steering(session_id)
-        return [m for m in taken if m.queue_item_id not in self._holding]
-
-    def steer_waiting(self, session_id: str) -> bool:
-        return self._coordination.steer_waiting(session_id)
 
 
 @dataclass
@@ -129,12 +64,42 @@ class SessionRunner:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_turns_per_run: int = 50  # then re-ring, so one busy session cannot hog a worker
 
-    def run(self, session_id: str) -> RunReport:
+    def claim_inline(self, uow: UnitOfWork, session_id: str) -> InlineClaim | None:
+        """In the caller's transaction (the router's, which just queued the session's work):
+        take the lease, read the queue and claim the first turn, so that routing and the
+        claim commit together, one transaction and its commit's flush less per message.
+
+        None, holding nothing, unless it is a plain claim: the session is busy (its holder
+        looks at the queue again when it releases), stale claims are to be settled, or
+        nothing is due yet; the caller then runs the session as usual after its commit. A
+        caller that gets a claim must hand it to `run` (or release its lease)."""
+        lease = self.coordination.acquire(f"session:{session_id}", self.lease_ttl_ms)
+        if lease is None:
+            return None
+        try:
+            found = uow.ledger.queue.open_for_run(session_id, summary_marker=SUMMARY_PENDING)
+            waiting = [item for item, _ in found if item.status in OPEN_QUEUE_STATUSES]
+            stale = any(item.status == QueueStatus.CLAIMED for item in waiting)
+            claim = None if stale else self._claim(uow, session_id, found, waiting)
+        except BaseException:
+            lease.release()
+            raise
+        if claim is None or isinstance(claim, str) or not claim.plan.items:
+            lease.release()
+            return None
+        return InlineClaim(session_id, lease, claim)
+
+    def run(self, session_id: str, *, claimed: InlineClaim | None = None) -> RunReport:
+        """Run the session's due work under its lease; `claimed` is a first claim already
+        made and committed (`claim_inline`), whose lease this run takes over."""
         turns = failed = dead = 0
         status = "done"
         first = True
         while True:
-            lease = self.coordination.acquire(f"session:{session_id}", self.lease_ttl_ms)
+            if claimed is not None:
+                lease: Lease | None = claimed.lease
+            else:
+                lease = self.coordination.acquire(f"session:{session_id}", self.lease_ttl_ms)
             if lease is None:
                 # Whoever holds it re-checks the queue after releasing, so nothing is stranded.
                 if first:
@@ -144,7 +109,11 @@ class SessionRunner:
             try:
                 with KeepAlive(lease, self.lease_ttl_ms):
                     while turns + failed < self.max_turns_per_run:
-                        step, more = self._step(session_id, first=first)
+                        if claimed is not None:
+                            step = self._run_claim(session_id, claimed.claim)
+                            more, claimed = claimed.claim.more, None
+                        else:
+                            step, more = self._step(session_id, first=first)
                         first = False
                         if step in ("idle", "waiting", "fenced"):
                             status = "waiting" if step == "waiting" else status
@@ -241,8 +210,10 @@ class SessionRunner:
         assert claim is not None
         if not claim.plan.items:
             return "idle", False
-        outcome = self._run_turn(session_id, claim.epoch, claim.plan, claim.events, claim.overflow)
-        return outcome, claim.more
+        return self._run_claim(session_id, claim), claim.more
+
+    def _run_claim(self, session_id: str, claim: Claim) -> str:
+        return self._run_turn(session_id, claim.epoch, claim.plan, claim.events, claim.overflow)
 
     def _claim(
         self,
@@ -250,7 +221,7 @@ class SessionRunner:
         session_id: str,
         found: list[tuple[QueueItemRecord, EventRecord | None]],
         waiting: list[QueueItemRecord],
-    ) -> _Claim | str:
+    ) -> Claim | str:
         """Pick by queue mode and claim under a new epoch, in the caller's transaction."""
         if waiting and waiting[0].status == QueueStatus.CLAIMED:
             # The oldest input is claimed by another run, one that lost the lease without
@@ -269,7 +240,7 @@ class SessionRunner:
         events = {item.event_id: event for item, event in found if item.event_id}
         dropped = [(item, event) for item, event in found if item.status == QueueStatus.DROPPED]
         overflow = summarize_overflow(uow, session_id, pending=dropped) if claimed else None
-        return _Claim(
+        return Claim(
             plan=dataclasses.replace(plan, items=tuple(claimed)),
             epoch=epoch,
             events=events,

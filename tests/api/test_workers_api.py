@@ -16,7 +16,7 @@ from nexus.engine.scripted import CallTools, Say, ScriptStep
 from nexus.ledger.enums import TurnStatus
 from nexus.ledger.records import SessionRecord
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.sessions.runner import ABORT_POLL_MS
+from nexus.sessions.signals import ABORT_POLL_MS
 from nexus.settings import Settings
 from tests.contract.agent_support import Office, ask, build_office, workers_of
 from tests.support import FakeClock

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event as sql_event
 
 from nexus.access.policy import load_policies
-from nexus.db import Database
+from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.arrival import QueuePolicy
@@ -14,6 +15,9 @@ from nexus.ingest.router import ProcessedEvent, route_waiting
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, EventStatus, QueueStatus
 from nexus.queueing.coordination import InProcessCoordination
+from nexus.sessions.claims import InlineClaim
+from nexus.sessions.runner import SessionRunner
+from tests.contract.engine_support import build_rig
 from tests.support import FakeClock
 
 POLICIES = load_policies(None)
@@ -35,6 +39,19 @@ def _store(database: Database, clock: FakeClock, *events: tuple[str, str]) -> No
             )
             ingest(uow, [event], RecordingDoorbell())
         uow.commit()
+
+
+class _Runs:
+    """Runs sessions inline by recording them; claims nothing ahead."""
+
+    def __init__(self, ran: list[str]) -> None:
+        self.ran = ran
+
+    def claim_inline(self, uow: UnitOfWork, session_id: str) -> InlineClaim | None:
+        return None
+
+    def run(self, session_id: str, *, claimed: InlineClaim | None = None) -> None:
+        self.ran.append(session_id)
 
 
 def _router(database: Database, **fields: object) -> tuple[EventRouter, RecordingDoorbell]:
@@ -78,7 +95,7 @@ def test_a_full_batch_is_followed_by_another_and_the_last_runs_one_session_inlin
     _store(database, clock, *((f"telegram:{n}", f"s{n % 3}") for n in range(1, 6)))
     ran: list[str] = []
     seen: list[ProcessedEvent] = []
-    router, doorbell = _router(database, batch=2, run_session=ran.append, after_routing=seen.append)
+    router, doorbell = _router(database, batch=2, runs=_Runs(ran), after_routing=seen.append)
     routed = router.drain()
     assert [r.event_id for r in routed] == [f"telegram:{n}" for n in range(1, 6)]
     assert [r.event_id for r in seen] == [r.event_id for r in routed]
@@ -135,7 +152,7 @@ def test_a_ring_delivered_again_rings_the_session_its_event_still_waits_in(
     # The process that routed telegram:1 died in the turn it ran inline; Celery delivers
     # its ring again. Nothing waits for the router now, but the session still owes a turn.
     _store(database, clock, ("telegram:1", "ann"))
-    router, doorbell = _router(database, run_session=lambda _: None)
+    router, doorbell = _router(database, runs=_Runs([]))
     [first] = router.drain(rang_for="telegram:1")
     assert doorbell.sessions == []  # it was run inline, not rung
     assert router.drain(rang_for="telegram:1") == []
@@ -173,3 +190,75 @@ def test_a_run_locks_its_sessions_in_one_order_whatever_order_their_events_came_
         uow.commit()
     assert len(locked) == 3 and locked == sorted(locked)
     assert [e.event_id for e in drained.events] == ["telegram:4", "telegram:5", "telegram:6"]
+
+
+def _inline(database: Database, clock: FakeClock) -> tuple[EventRouter, InProcessCoordination]:
+    """A router that runs sessions inline with a real session run over the rig's engine."""
+    coordination = InProcessCoordination()
+    runner = SessionRunner(
+        database=database,
+        engine=build_rig(database, clock).engine,
+        coordination=coordination,
+        doorbell=RecordingDoorbell(),
+        clock=clock,
+    )
+    router = EventRouter(
+        database=database,
+        policies=POLICIES,
+        doorbell=RecordingDoorbell(),
+        signals=coordination,
+        queueing=QueuePolicy(),
+        runs=runner,
+    )
+    return router, coordination
+
+
+def test_an_inline_run_claims_its_first_turn_in_the_routing_transaction(
+    database: Database, clock: FakeClock
+) -> None:
+    """Routing and the inline session's claim commit together: two transactions for a
+    message answered inline (route and claim, then the turn), where there were three."""
+    _store(database, clock, ("telegram:1", "ann"))
+    router, coordination = _inline(database, clock)
+    commits: list[object] = []
+
+    def committed(connection: object) -> None:
+        commits.append(connection)
+
+    sql_event.listen(database.engine, "commit", committed)
+    try:
+        [routed] = router.drain(rang_for="telegram:1")
+    finally:
+        sql_event.remove(database.engine, "commit", committed)
+    assert len(commits) == 2
+    with database.unit_of_work() as uow:
+        [item] = uow.ledger.queue.for_session(routed.session_id or "")
+        session = uow.ledger.sessions.get(routed.session_id or "")
+    assert item.status == QueueStatus.DONE and item.disposition == Disposition.CONSUMED
+    assert session is not None and session.thread_id == item.consumed_by_turn_id
+    assert not coordination.lease_held(f"session:{routed.session_id}")
+
+
+def test_a_routing_commit_that_fails_gives_the_inline_lease_back(
+    database: Database, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _store(database, clock, ("telegram:1", "ann"))
+    router, coordination = _inline(database, clock)
+    [first] = router.drain(rang_for="telegram:1")  # the session exists from here on
+    _store(database, clock, ("telegram:2", "ann"))
+
+    def failing(uow: UnitOfWork) -> None:
+        raise RuntimeError("the database went away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(UnitOfWork, "commit", failing)
+        with pytest.raises(RuntimeError):
+            router.drain(rang_for="telegram:2")
+    with database.unit_of_work() as uow:
+        waiting = uow.ledger.events.get("telegram:2")
+        items = uow.ledger.queue.for_session(first.session_id or "")
+    assert waiting is not None and waiting.status == EventStatus.RECEIVED  # nothing routed
+    assert [i.event_id for i in items] == ["telegram:1"]  # nothing queued or claimed
+    assert not coordination.lease_held(f"session:{first.session_id}")
+    [second] = router.drain(rang_for="telegram:2")  # and the next ring answers it
+    assert second.session_id == first.session_id

@@ -20,7 +20,8 @@ from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.sessions.runner import ABORT_POLL_MS, SessionRunner
+from nexus.sessions.runner import SessionRunner
+from nexus.sessions.signals import ABORT_POLL_MS
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
 from tests.contract.test_routing import _message
 from tests.support import FakeClock, RunOnRing

@@ -4,7 +4,7 @@ limit every time."""
 from __future__ import annotations
 
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.sessions.runner import ABORT_POLL_MS, RunSignals
+from nexus.sessions.signals import ABORT_POLL_MS, RunSignals
 from tests.support import FakeClock
 
 

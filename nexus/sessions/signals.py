@@ -1,0 +1,53 @@
+"""A running turn's signals: the abort flag asked at a bounded rate, the time limit, steering."""
+
+from __future__ import annotations
+
+from nexus.engine.query import QueryMessage
+from nexus.ids import Clock
+from nexus.queueing.coordination import Coordination
+
+# The turn asks about the shared abort flag after every streamed event; a model streams
+# one every few milliseconds. Asking at most this often keeps an interrupt prompt (well
+# under a second) without a Redis round trip per token.
+ABORT_POLL_MS = 50
+
+
+class RunSignals:
+    """The engine's signals for one turn: the shared abort flag, the time limit, and the
+    steer inbox minus what this turn already holds."""
+
+    def __init__(
+        self,
+        coordination: Coordination,
+        *,
+        deadline_ms: int,
+        clock: Clock,
+        holding: set[str],
+        cleared_at: int | None = None,
+    ) -> None:
+        self._coordination = coordination
+        self._deadline = deadline_ms
+        self._clock = clock
+        self._holding = holding
+        # The flag was cleared at `cleared_at` (the turn's start): that counts as a poll, so
+        # the first ask waits out the interval like every later one, not a round trip
+        # before the first model call to find what was just cleared.
+        self._next_poll_ms = None if cleared_at is None else cleared_at + ABORT_POLL_MS
+        self.timed_out = False
+
+    def abort_requested(self, session_id: str) -> bool:
+        now = self._clock()
+        if now >= self._deadline:
+            self.timed_out = True
+            return True
+        if self._next_poll_ms is not None and now < self._next_poll_ms:
+            return False
+        self._next_poll_ms = now + ABORT_POLL_MS
+        return self._coordination.abort_requested(session_id)
+
+    def take_steering(self, session_id: str) -> list[QueryMessage]:
+        taken = self._coordination.take_steering(session_id)
+        return [m for m in taken if m.queue_item_id not in self._holding]
+
+    def steer_waiting(self, session_id: str) -> bool:
+        return self._coordination.steer_waiting(session_id)
