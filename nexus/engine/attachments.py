@@ -131,22 +131,21 @@ def _fetched_block(block: Block, source: AttachmentSource | None) -> Block:
     return {"type": shape, "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
-def _shown(block: Mapping[str, Any]) -> bool:
-    """A file the model is handed: a placeholder, or an image or PDF by URL."""
-    if block.get("type") == FETCH:
-        return True
-    source = block.get("source")
-    return block.get("type") in ("image", "document") and isinstance(source, dict)
+# A file the model is handed: a placeholder (FETCH), or one of these by URL.
+_BY_URL = frozenset({"image", "document"})
 
 
 def _places(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
-    return [
-        (m, b)
-        for m, message in enumerate(messages)
-        if message.get("role") == "user"
-        for b, block in enumerate(message["content"])
-        if _shown(block)
-    ]
+    # Every model call looks through the whole history: the check inline, the type first.
+    found: list[tuple[int, int]] = []
+    for m, message in enumerate(messages):
+        if message.get("role") != "user":
+            continue
+        for b, block in enumerate(message["content"]):
+            kind = block.get("type")
+            if kind == FETCH or (kind in _BY_URL and isinstance(block.get("source"), dict)):
+                found.append((m, b))
+    return found
 
 
 def resolve(

@@ -11,7 +11,7 @@ import hashlib
 import json
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,7 +196,7 @@ class _MessageSizes:
 
     def __init__(self, most: int = REMEMBERED_SIZES) -> None:
         self._most = most
-        self._known: OrderedDict[int, tuple[object, str, int]] = OrderedDict()
+        self._known: dict[int, tuple[object, str, int]] = {}
 
     def of(self, message: dict[str, Any]) -> int:
         content, role = message.get("content"), str(message.get("role"))
@@ -205,10 +205,9 @@ class _MessageSizes:
         key = id(content)
         found = self._known.get(key)
         if found is not None and found[0] is content and found[1] == role:
-            self._known.move_to_end(key)
             return found[2]
         size = len(json.dumps(message))
         self._known[key] = (content, role, size)
-        if len(self._known) > self._most:
-            self._known.popitem(last=False)
+        if len(self._known) > self._most:  # the first remembered goes (dicts keep order)
+            del self._known[next(iter(self._known))]
         return size

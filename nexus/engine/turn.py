@@ -147,7 +147,9 @@ class TurnMachine:
         state = TurnState(
             session_id=self.tool_context.session_id,
             request=request,
-            conversation=[dict(message) for message in request.messages],
+            # The history's messages are shared, never changed (a node replaces the last one
+            # rather than edit it): a new list, not a copy of every message, per turn.
+            conversation=list(request.messages),
         )
         state.drafts.extend(query_draft(query) for query in queries)
         node: Node = CallModel()

@@ -28,7 +28,10 @@ def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPol
     """Drop what is over the cap; returns what was dropped. The caller holds the session's
     lock (`sessions.lock`), so routers count the queue one at a time. The count is its own
     statement, after the lock: on Postgres a statement that waited for the lock still reads
-    as of when it started, and would miss what the router it waited for queued."""
+    as of when it started, and would miss what the router it waited for queued. Almost
+    always under the cap: a count says so, and the items are read only past it."""
+    if cap <= 0 or uow.ledger.queue.count_queued(session_id) <= cap:
+        return Overflow()
     waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
     decision = over_cap(waiting, cap=cap, policy=policy)
     if not decision.dropped:

@@ -14,6 +14,7 @@ from nexus.ledger.repository.errors import NotFound
 from nexus.ledger.repository.queue_sql import (
     CLAIM_FOR_RUN,
     CLAIM_IDS,
+    COUNT_QUEUED,
     ENQUEUE,
     ENQUEUED_ID,
     EVENT_FIELDS,
@@ -261,6 +262,10 @@ class QueueRepository:
                 event = EventRecord.model_validate({n: mapping[f"e_{n}"] for n in EVENT_FIELDS})
             found.append((item, event))
         return found
+
+    def count_queued(self, session_id: str) -> int:
+        """How many of the session's items wait (queued, not claimed)."""
+        return int(self._conn.execute(COUNT_QUEUED, {"session_id": session_id}).scalar_one())
 
     def count_open(self, session_id: str) -> int:
         return int(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, String, any_, bindparam, cast, select, update
+from sqlalchemy import Connection, String, any_, bindparam, cast, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import QueueStatus
@@ -97,6 +97,14 @@ FOR_SESSION = _FOR_SESSION.order_by(*_QUEUE_ORDER)
 FOR_SESSION_IN = _FOR_SESSION.where(
     queue_items.c.status.in_(bindparam("statuses", expanding=True))
 ).order_by(*_QUEUE_ORDER)
+
+# How many wait (queued, not claimed): the cap's check, which reads the items only past it.
+COUNT_QUEUED = (
+    select(func.count())
+    .select_from(queue_items)
+    .where(queue_items.c.session_id == bindparam("session_id"))
+    .where(queue_items.c.status == QueueStatus.QUEUED)
+)
 
 STILL_OWING = (
     select(queue_items.c.session_id)
