@@ -11,6 +11,8 @@ import structlog
 from nexus.access.policy import Policy
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, Doorbell
+from nexus.engine.query import QueryMessage
+from nexus.engine.stream import StreamEvent
 from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.router import ROUTE_BATCH, ArrivalSignals, ProcessedEvent, route_waiting
 from nexus.sessions.claims import InlineClaim
@@ -30,6 +32,29 @@ class RouterSignals(ArrivalSignals, Protocol):
     """The coordination the router needs: signals for running turns, and its drain flag."""
 
     def lower_flag(self, name: str) -> None: ...
+
+
+class _Arrivals:
+    """The router's signals to running turns, less those to a session this run claimed
+    inline: none of its turns runs (the run holds its lease, and the claim's new epoch
+    fences one that lost the lease without knowing), and the claimed turn answers the
+    message itself. An abort or steer for it would cost a round trip and be cleared unread
+    when its turn starts."""
+
+    def __init__(self, signals: ArrivalSignals) -> None:
+        self._signals = signals
+        self.claimed: str | None = None
+
+    def request_abort(self, session_id: str) -> None:
+        if session_id != self.claimed:
+            self._signals.request_abort(session_id)
+
+    def steer(self, session_id: str, message: QueryMessage) -> None:
+        if session_id != self.claimed:
+            self._signals.steer(session_id, message)
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        self._signals.publish_many(events)
 
 
 @dataclass
@@ -60,11 +85,12 @@ class EventRouter:
         routed: list[ProcessedEvent] = []
         while True:
             claimed: InlineClaim | None = None
+            arrivals = _Arrivals(self.signals)
             with self.database.unit_of_work() as uow:
                 drained = route_waiting(
                     uow,
                     self.policies,
-                    arrivals=self.signals,
+                    arrivals=arrivals,
                     queueing=self.queueing,
                     limit=self.batch,
                 )
@@ -72,6 +98,7 @@ class EventRouter:
                 inline = drained.sessions[-1] if last and drained.sessions and self.runs else None
                 if inline is not None and self.runs is not None:
                     claimed = self.runs.claim_inline(uow, inline)
+                    arrivals.claimed = claimed.session_id if claimed is not None else None
                 try:
                     uow.commit()
                 except BaseException:

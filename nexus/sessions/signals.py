@@ -29,10 +29,13 @@ class RunSignals:
         self._deadline = deadline_ms
         self._clock = clock
         self._holding = holding
-        # The flag was cleared at `cleared_at` (the turn's start): that counts as a poll, so
-        # the first ask waits out the interval like every later one, not a round trip
-        # before the first model call to find what was just cleared.
+        # The flag and the inbox were cleared at `cleared_at` (the turn's start): that counts
+        # as a look at both, so the first ask waits out the interval like every later one,
+        # not a round trip each before the first model call to find what was just cleared.
+        # A steer that lands in between is taken at the next boundary, or by the one more
+        # model call `steer_waiting` asks for at the end; its input is queued either way.
         self._next_poll_ms = None if cleared_at is None else cleared_at + ABORT_POLL_MS
+        self._first_take_ms = self._next_poll_ms
         self.timed_out = False
 
     def abort_requested(self, session_id: str) -> bool:
@@ -46,6 +49,10 @@ class RunSignals:
         return self._coordination.abort_requested(session_id)
 
     def take_steering(self, session_id: str) -> list[QueryMessage]:
+        if self._first_take_ms is not None:
+            just_cleared, self._first_take_ms = self._clock() < self._first_take_ms, None
+            if just_cleared:
+                return []
         taken = self._coordination.take_steering(session_id)
         return [m for m in taken if m.queue_item_id not in self._holding]
 

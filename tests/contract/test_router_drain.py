@@ -192,9 +192,19 @@ def test_a_run_locks_its_sessions_in_one_order_whatever_order_their_events_came_
     assert [e.event_id for e in drained.events] == ["telegram:4", "telegram:5", "telegram:6"]
 
 
-def _inline(database: Database, clock: FakeClock) -> tuple[EventRouter, InProcessCoordination]:
+class _CountingAborts(InProcessCoordination):
+    def __init__(self) -> None:
+        super().__init__()
+        self.aborts: list[str] = []
+
+    def request_abort(self, session_id: str) -> None:
+        self.aborts.append(session_id)
+        super().request_abort(session_id)
+
+
+def _inline(database: Database, clock: FakeClock) -> tuple[EventRouter, _CountingAborts]:
     """A router that runs sessions inline with a real session run over the rig's engine."""
-    coordination = InProcessCoordination()
+    coordination = _CountingAborts()
     runner = SessionRunner(
         database=database,
         engine=build_rig(database, clock).engine,
@@ -262,3 +272,22 @@ def test_a_routing_commit_that_fails_gives_the_inline_lease_back(
     assert not coordination.lease_held(f"session:{first.session_id}")
     [second] = router.drain(rang_for="telegram:2")  # and the next ring answers it
     assert second.session_id == first.session_id
+
+
+def test_a_session_claimed_inline_is_sent_no_abort_but_a_busy_one_is(
+    database: Database, clock: FakeClock
+) -> None:
+    """A person's message interrupts a running turn. The session the router claims inline
+    runs none (the router holds its lease), so no abort is raised for it; a session whose
+    lease another run holds gets one."""
+    _store(database, clock, ("telegram:1", "ann"))
+    router, coordination = _inline(database, clock)
+    [first] = router.drain(rang_for="telegram:1")
+    assert coordination.aborts == []
+    session = first.session_id or ""
+    held = coordination.acquire(f"session:{session}", 30_000)  # another worker's run
+    assert held is not None
+    _store(database, clock, ("telegram:2", "ann"))
+    router.drain(rang_for="telegram:2")
+    assert coordination.aborts == [session]
+    held.release()

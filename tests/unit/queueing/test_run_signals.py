@@ -3,6 +3,7 @@ limit every time."""
 
 from __future__ import annotations
 
+from nexus.engine.query import QueryMessage
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.signals import ABORT_POLL_MS, RunSignals
 from tests.support import FakeClock
@@ -71,3 +72,32 @@ def test_a_turn_that_just_cleared_the_flag_asks_it_first_a_poll_interval_later()
     clock.advance(ABORT_POLL_MS)
     assert signals.abort_requested("s")
     assert coordination.asked == 1
+
+
+class CountingSteer(CountingCoordination):
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken = 0
+
+    def take_steering(self, session_id: str) -> list[QueryMessage]:
+        self.taken += 1
+        return super().take_steering(session_id)
+
+
+def test_the_first_model_call_right_after_the_clear_does_not_ask_for_steering() -> None:
+    """The inbox was just emptied: the first boundary takes nothing without a round trip;
+    a steer waiting at a later boundary is taken there."""
+    clock, coordination = FakeClock(), CountingSteer()
+    signals = RunSignals(
+        coordination,
+        deadline_ms=clock.now + 10_000,
+        clock=clock,
+        holding=set(),
+        cleared_at=clock.now,
+    )
+    assert signals.take_steering("s") == []
+    assert coordination.taken == 0
+    coordination.steer("s", QueryMessage(text="also this"))
+    clock.advance(ABORT_POLL_MS)
+    assert [m.text for m in signals.take_steering("s")] == ["also this"]
+    assert coordination.taken == 1
