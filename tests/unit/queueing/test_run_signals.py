@@ -23,6 +23,17 @@ def _deadline(clock: FakeClock, coordination: CountingCoordination) -> RunSignal
     return RunSignals(coordination, deadline_ms=clock.now + 10_000, clock=clock, holding=set())
 
 
+def _cleared_now(clock: FakeClock, coordination: CountingCoordination) -> RunSignals:
+    """A turn's signals right after the turn cleared them."""
+    return RunSignals(
+        coordination,
+        deadline_ms=clock.now + 10_000,
+        clock=clock,
+        holding=set(),
+        cleared_at=clock.now,
+    )
+
+
 def test_the_flag_is_asked_once_per_poll_interval() -> None:
     clock, coordination = FakeClock(), CountingCoordination()
     signals = _deadline(clock, coordination)
@@ -59,13 +70,7 @@ def test_a_turn_that_just_cleared_the_flag_asks_it_first_a_poll_interval_later()
     first model call to find the flag just cleared, and an abort raised after the clear is
     still seen within one interval."""
     clock, coordination = FakeClock(), CountingCoordination()
-    signals = RunSignals(
-        coordination,
-        deadline_ms=clock.now + 10_000,
-        clock=clock,
-        holding=set(),
-        cleared_at=clock.now,
-    )
+    signals = _cleared_now(clock, coordination)
     assert not signals.abort_requested("s")
     assert coordination.asked == 0
     coordination.request_abort("s")
@@ -88,13 +93,7 @@ def test_the_first_model_call_right_after_the_clear_does_not_ask_for_steering() 
     """The inbox was just emptied: the first boundary takes nothing without a round trip;
     a steer waiting at a later boundary is taken there."""
     clock, coordination = FakeClock(), CountingSteer()
-    signals = RunSignals(
-        coordination,
-        deadline_ms=clock.now + 10_000,
-        clock=clock,
-        holding=set(),
-        cleared_at=clock.now,
-    )
+    signals = _cleared_now(clock, coordination)
     assert signals.take_steering("s") == []
     assert coordination.taken == 0
     coordination.steer("s", QueryMessage(text="also this"))
