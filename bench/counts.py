@@ -56,23 +56,15 @@ def counting(*engines: Any) -> Iterator[Counter[str]]:
             event.remove(engine, "commit", commit)
 
 
-def _deployed(post: Callable[[int], None], route: Callable[[int], None]) -> Callable[[int], None]:
-    def both(number: int) -> None:
-        post(number)
-        route(number)
-
-    return both
-
-
 def _per_event(
-    stages: dict[str, tuple[Callable[[int], None], Any]], events: range, *, also: Any = None
+    stages: dict[str, tuple[Callable[[int], None], Any]], events: range
 ) -> dict[str, dict[str, float]]:
     """Each event goes through every stage in turn (so a session run finds one new item,
-    as at low load); each stage's counts are its own (`also`: one more engine counted)."""
+    as at low load); each stage's counts are its own."""
     totals: dict[str, Counter[str]] = {name: Counter() for name in stages}
     for number in events:
         for name, (stage, engine) in stages.items():
-            with counting(engine, *([also] if also is not None else [])) as counts:
+            with counting(engine) as counts:
                 stage(number)
             totals[name].update(counts)
     return {
@@ -136,17 +128,16 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         runtime.router.runs = inline
         # One at a time as deployed: the router runs the session's turn itself, its first
         # claim made in the routing transaction.
-        deployed = _per_event(
-            {"as deployed: webhook → router with the turn inline": (_deployed(post, route), api)},
-            range(SENDERS + EVENTS, SENDERS + 2 * EVENTS),
-            also=database.engine,
-        )
+        with counting(api, database.engine) as deployed:
+            for number in range(SENDERS + EVENTS, SENDERS + 2 * EVENTS):
+                post(number)
+                route(number)
         burst = _burst(post, tasks, runner, [sessions[n] for n in range(SENDERS)], api, database)
         client.close()
         bare = _bare(database)
     return {
         "nexus": stages,
-        "deployed": deployed["as deployed: webhook → router with the turn inline"],
+        "deployed": {key: value / EVENTS for key, value in sorted(deployed.items())},
         "burst": burst,
         "bare": bare,
         "note": "task bodies only: Celery's own receive/ack/task-event traffic per task "

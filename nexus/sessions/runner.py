@@ -77,10 +77,7 @@ class SessionRunner:
         if lease is None:
             return None
         try:
-            found = uow.ledger.queue.open_for_run(session_id, summary_marker=SUMMARY_PENDING)
-            waiting = [item for item, _ in found if item.status in OPEN_QUEUE_STATUSES]
-            stale = any(item.status == QueueStatus.CLAIMED for item in waiting)
-            claim = None if stale else self._claim(uow, session_id, found, waiting)
+            claim = self._look(uow, session_id, stale_first=True)
         except BaseException:
             lease.release()
             raise
@@ -110,7 +107,7 @@ class SessionRunner:
                 with KeepAlive(lease, self.lease_ttl_ms):
                     while turns + failed < self.max_turns_per_run:
                         if claimed is not None:
-                            step = self._run_claim(session_id, claimed.claim)
+                            step = self._run_turn(session_id, claimed.claim)
                             more, claimed = claimed.claim.more, None
                         else:
                             step, more = self._step(session_id, first=first)
@@ -195,25 +192,28 @@ class SessionRunner:
         """One turn: read the queue, claim by queue mode, run, settle. Returns how it went
         and whether more was waiting beside what it claimed."""
         with self.database.unit_of_work() as uow:
-            found = uow.ledger.queue.open_for_run(session_id, summary_marker=SUMMARY_PENDING)
-            waiting = [item for item, _ in found if item.status in OPEN_QUEUE_STATUSES]
-            stale = first and any(item.status == QueueStatus.CLAIMED for item in waiting)
-            claim = None if stale else self._claim(uow, session_id, found, waiting)
+            claim = self._look(uow, session_id, stale_first=first)
             if isinstance(claim, str):
                 return claim, False  # idle or waiting: nothing claimed
             uow.commit()
-        if stale:
+        if claim is None:
             # This run holds the lease, so claims it finds belong to a run that died or lost
             # the lease: settle them, then look again.
             self._reclaim(session_id)
             return self._step(session_id)
-        assert claim is not None
         if not claim.plan.items:
             return "idle", False
-        return self._run_claim(session_id, claim), claim.more
+        return self._run_turn(session_id, claim), claim.more
 
-    def _run_claim(self, session_id: str, claim: Claim) -> str:
-        return self._run_turn(session_id, claim.epoch, claim.plan, claim.events, claim.overflow)
+    def _look(self, uow: UnitOfWork, session_id: str, *, stale_first: bool) -> Claim | str | None:
+        """Read the queue and claim by queue mode, in the caller's transaction. None, having
+        claimed nothing, when `stale_first` and a claim is found that no run holds any more
+        (the caller holds the lease): those are settled first."""
+        found = uow.ledger.queue.open_for_run(session_id, summary_marker=SUMMARY_PENDING)
+        waiting = [item for item, _ in found if item.status in OPEN_QUEUE_STATUSES]
+        if stale_first and any(item.status == QueueStatus.CLAIMED for item in waiting):
+            return None
+        return self._claim(uow, session_id, found, waiting)
 
     def _claim(
         self,
@@ -252,14 +252,8 @@ class SessionRunner:
         # A claim outlives the longest turn, so the reaper never reclaims a live one.
         return self.turn_time_limit_ms * 2 + 60_000
 
-    def _run_turn(
-        self,
-        session_id: str,
-        epoch: int,
-        plan: Run,
-        events: dict[str, EventRecord | None],
-        overflow: str | None = None,
-    ) -> str:
+    def _run_turn(self, session_id: str, claim: Claim) -> str:
+        epoch, plan, events, overflow = claim.epoch, claim.plan, claim.events, claim.overflow
         # Signals raised before this turn began are answered by this turn's inputs (they are
         # in the queue, which is where this turn came from): start clean.
         self.coordination.clear_signals(session_id)

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from sqlalchemy import (
     Connection,
-    Executable,
     Integer,
     Update,
     and_,
@@ -21,8 +20,8 @@ from nexus.ids import Clock, new_id
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.models import Delivery, table_of
 from nexus.ledger.records import DeliveryDraft, DeliveryRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
-from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository._sql import columns_for, to_record
+from nexus.ledger.repository.dialect_sql import insert_unless_present
 
 deliveries = table_of(Delivery)
 _earlier = aliased(deliveries, name="earlier")
@@ -59,17 +58,8 @@ _ATTEMPT_DUE = deliveries.c.next_attempt_at.is_(None) | (
 )
 
 
-def _add_once(connection: Connection) -> Executable:
-    """The chunks (given as parameters) whose (turn, chunk) is not stored yet; answers ids."""
-    statement: Executable = (
-        upsert_insert(connection, deliveries)
-        .on_conflict_do_nothing(index_elements=["turn_id", "chunk_index"])
-        .returning(deliveries.c.id)
-    )
-    return statement
-
-
-_ADD = PerDialect(_add_once)
+# The chunks (given as parameters) whose (turn, chunk) is not stored yet; answers their ids.
+_ADD = insert_unless_present(deliveries, ["turn_id", "chunk_index"], returning=deliveries.c.id)
 _GET = select(*_RECORD_COLUMNS).where(deliveries.c.id == bindparam("delivery_id"))
 _FOR_TURN = (
     select(*_RECORD_COLUMNS)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Column, Connection, Executable, Table
+
+from nexus.ledger.repository._sql import upsert_insert
 
 
 class PerDialect:
@@ -22,3 +25,19 @@ class PerDialect:
             # Two first uses racing each build one; they are the same statement.
             statement = self._built[name] = self._build(connection)
         return statement
+
+
+def insert_unless_present(
+    table: Table, keys: Sequence[str], returning: Column[Any] | None = None
+) -> PerDialect:
+    """An insert of the row given as parameters that does nothing when a row with the same
+    `keys` exists; answering `returning` for the row it wrote (nothing when it wrote none)."""
+
+    def build(connection: Connection) -> Executable:
+        statement = upsert_insert(connection, table).on_conflict_do_nothing(
+            index_elements=list(keys)
+        )
+        built: Executable = statement if returning is None else statement.returning(returning)
+        return built
+
+    return PerDialect(build)

@@ -8,7 +8,6 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Executable,
     Integer,
     Select,
     bindparam,
@@ -22,8 +21,8 @@ from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
 from nexus.ledger.models import Event, QueueItem, Turn, table_of
 from nexus.ledger.records import EventDraft, EventRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
-from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository._sql import columns_for, to_record
+from nexus.ledger.repository.dialect_sql import insert_unless_present
 
 events = table_of(Event)
 queue_items = table_of(QueueItem)
@@ -35,17 +34,8 @@ turns = table_of(Turn)
 _RECORD_COLUMNS = columns_for(events, EventRecord)
 
 
-def _insert_once(connection: Connection) -> Executable:
-    """The row (given as parameters) unless its id is stored already; answers the id."""
-    statement: Executable = (
-        upsert_insert(connection, events)
-        .on_conflict_do_nothing(index_elements=["id"])
-        .returning(events.c.id)
-    )
-    return statement
-
-
-_INSERT = PerDialect(_insert_once)
+# The row (given as parameters) unless its id is stored already; answers the id.
+_INSERT = insert_unless_present(events, ["id"], returning=events.c.id)
 _GET = select(*_RECORD_COLUMNS).where(events.c.id == bindparam("event_id"))
 _ANSWERED_BY = (
     select(*_RECORD_COLUMNS, events.c.payload.label("raw_payload"))

@@ -11,7 +11,7 @@ from nexus.ids import Clock, new_id
 from nexus.ledger.models import Contact, Entity, table_of
 from nexus.ledger.records import EntityRecord
 from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
-from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository.dialect_sql import PerDialect, insert_unless_present
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 
 contacts = table_of(Contact)
@@ -216,8 +216,4 @@ def _new_contact(connection: Connection) -> Any:
 
 
 _NEW_CONTACT = PerDialect(_new_contact)
-_OWN_ENTITY = PerDialect(
-    lambda connection: upsert_insert(connection, entities).on_conflict_do_nothing(
-        index_elements=["id"]
-    )
-)
+_OWN_ENTITY = insert_unless_present(entities, ["id"])

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import bindparam, insert, select
 
 from nexus.ledger.models import Session, SessionAlias, SessionHistory, table_of
 from nexus.ledger.records import SessionRecord
-from nexus.ledger.repository._sql import columns_for, upsert_insert
-from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository._sql import columns_for
+from nexus.ledger.repository.dialect_sql import insert_unless_present
 
 sessions = table_of(Session)
 aliases = table_of(SessionAlias)
@@ -30,12 +28,4 @@ RESOLVE = select(ALIAS_TARGET.scalar_subquery().label("onward"), *_SESSION_COLUM
 RECORD_MOVE = insert(history)
 
 
-def _new_session(connection: Connection) -> Any:
-    return (
-        upsert_insert(connection, sessions)
-        .on_conflict_do_nothing(index_elements=["label"])
-        .returning(sessions.c.id)
-    )
-
-
-NEW_SESSION = PerDialect(_new_session)
+NEW_SESSION = insert_unless_present(sessions, ["label"], returning=sessions.c.id)
