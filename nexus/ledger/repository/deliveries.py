@@ -20,6 +20,7 @@ from nexus.ids import Clock, new_id
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.models import Delivery, table_of
 from nexus.ledger.records import DeliveryDraft, DeliveryRecord
+from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.dialect_sql import insert_unless_present
 
@@ -166,9 +167,13 @@ class DeliveryRepository:
             }
             for delivery_id, draft in zip(ids, drafts, strict=True)
         ]
-        # One executemany for all the chunks, answering a row for each chunk it wrote: when
-        # it wrote them all, the ids given are the reply's.
-        if len(self._conn.execute(_ADD(self._conn), rows).all()) == len(rows):
+        # One statement for one chunk (most replies), one executemany for several, answering
+        # a row for each chunk it wrote: when it wrote them all, the ids given are the reply's.
+        if len(rows) == 1:
+            wrote = len(driver.rows(self._conn, _ADD(self._conn), rows[0]))
+        else:
+            wrote = len(self._conn.execute(_ADD(self._conn), rows).all())
+        if wrote == len(rows):
             return ids
         # Recorded before (a turn's hooks run again): the chunks already there count.
         return [d.id for d in self.for_turn(drafts[0].turn_id)]

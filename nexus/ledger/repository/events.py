@@ -21,6 +21,7 @@ from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
 from nexus.ledger.models import Event, QueueItem, Turn, table_of
 from nexus.ledger.records import EventDraft, EventRecord
+from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.dialect_sql import insert_unless_present
 
@@ -116,8 +117,7 @@ class EventRepository:
             )
         else:
             row["status"] = EventStatus.RECEIVED
-        inserted = self._conn.execute(_INSERT(self._conn), row).scalar_one_or_none()
-        return inserted is not None
+        return bool(driver.rows(self._conn, _INSERT(self._conn), row))
 
     def get(self, event_id: str) -> EventRecord | None:
         row = self._conn.execute(_GET, {"event_id": event_id}).one_or_none()
@@ -159,7 +159,8 @@ class EventRepository:
 
     def mark_processed(self, event_id: str, disposition: str, detail: str | None = None) -> bool:
         """Record what became of the event; only the first disposition sticks."""
-        result = self._conn.execute(
+        changed = driver.execute(
+            self._conn,
             _MARK_PROCESSED,
             {
                 "event_id": event_id,
@@ -168,7 +169,7 @@ class EventRepository:
                 "now": self._clock(),
             },
         )
-        return bool(result.rowcount)
+        return bool(changed)
 
     def mark_many_processed(self, outcomes: Sequence[tuple[str, str, str | None]]) -> None:
         """`mark_processed` for many events (id, disposition, detail) in one executemany."""
@@ -186,8 +187,8 @@ class EventRepository:
         """Events waiting for the router, oldest first, that no other router has in hand:
         row-locked until this transaction ends (Postgres skips locked rows; SQLite has one
         writer at a time anyway)."""
-        rows = self._conn.execute(_CLAIM_WAITING, {"limit": limit}).all()
-        return [to_record(EventRecord, row) for row in rows]
+        rows = driver.rows(self._conn, _CLAIM_WAITING, {"limit": limit})
+        return [EventRecord.model_validate(row) for row in rows]
 
     def unprocessed(self, *, received_before: int, limit: int = 500) -> list[str]:
         """Events still waiting for the router, oldest first (the relay re-rings these)."""

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, bindparam, func, select, update
 from nexus.ids import Clock, new_id
 from nexus.ledger.models import Contact, Entity, table_of
 from nexus.ledger.records import EntityRecord
+from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
 from nexus.ledger.repository.dialect_sql import PerDialect, insert_unless_present
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
@@ -44,7 +45,8 @@ class IdentityRepository:
         """
         now = self._clock()
         # Almost every message is from someone seen before: one statement for them.
-        seen = self._conn.execute(
+        seen = driver.one_or_none(
+            self._conn,
             _TOUCH,
             {
                 "contact_platform": platform,
@@ -52,9 +54,9 @@ class IdentityRepository:
                 "seen_at": now,
                 "seen_name": display_name,
             },
-        ).scalar_one_or_none()
+        )
         if seen is not None:
-            return str(seen)
+            return str(seen["id"])
         entity_id = self.ensure_own_entity(platform, sender_id)
         contact_id = self._conn.execute(
             _NEW_CONTACT(self._conn),
@@ -97,12 +99,14 @@ class IdentityRepository:
     def sender_entity(self, platform: str, sender_id: str) -> EntityRecord | None:
         """The canonical entity behind a sender: the contact's entity, read with it in one
         statement, then followed through merges when it was merged away (rare)."""
-        row = self._conn.execute(
-            _SENDER_ENTITY, {"contact_platform": platform, "contact_sender": sender_id}
-        ).one_or_none()
+        row = driver.one_or_none(
+            self._conn,
+            _SENDER_ENTITY,
+            {"contact_platform": platform, "contact_sender": sender_id},
+        )
         if row is None:
             return None
-        entity = to_record(EntityRecord, row)
+        entity = EntityRecord.model_validate(row)
         if entity.merged_into is None:
             return entity
         return self.get_entity(self.canonical_entity(entity.merged_into))

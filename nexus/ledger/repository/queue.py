@@ -9,6 +9,7 @@ from sqlalchemy import Connection, func, select, update
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
+from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.errors import NotFound
 from nexus.ledger.repository.queue_sql import (
@@ -47,7 +48,8 @@ class QueueRepository:
         """
         now = self._clock()
         item_id = new_id()
-        inserted = self._conn.execute(
+        inserted = driver.rows(
+            self._conn,
             ENQUEUE(self._conn),
             {
                 "item_id": item_id,
@@ -60,9 +62,9 @@ class QueueRepository:
                 "item_available_at": item.available_at if item.available_at is not None else now,
                 "item_now": now,
             },
-        ).scalar_one_or_none()
-        if inserted is not None:
-            return str(inserted), True
+        )
+        if inserted:
+            return str(inserted[0]["id"]), True
         existing = self._conn.execute(
             ENQUEUED_ID, {"item_session": item.session_id, "item_event": item.event_id}
         ).scalar_one()
@@ -122,7 +124,8 @@ class QueueRepository:
                 raise NotFound(f"no session with id {session_id!r}")
             return int(epoch), self.claim_ids(item_ids, epoch=int(epoch), lease_ms=lease_ms)
         now = self._clock()
-        rows = self._conn.execute(
+        rows = driver.rows(
+            self._conn,
             CLAIM_FOR_RUN,
             {
                 "bump_session": session_id,
@@ -130,7 +133,7 @@ class QueueRepository:
                 "run_expires_at": now + lease_ms,
                 "run_now": now,
             },
-        ).all()
+        )
         if not rows:  # nothing claimed (taken meanwhile): the epoch moved on all the same
             epoch = self._conn.execute(
                 SESSION_EPOCH, {"bump_session": session_id}
@@ -139,8 +142,8 @@ class QueueRepository:
                 raise NotFound(f"no session with id {session_id!r}")
             return int(epoch), []
         order = {item_id: index for index, item_id in enumerate(item_ids)}
-        found = [to_record(QueueItemRecord, row) for row in rows]
-        return int(rows[0].claimed_epoch), sorted(found, key=lambda item: order[item.id])
+        found = [QueueItemRecord.model_validate(row) for row in rows]
+        return int(rows[0]["claimed_epoch"]), sorted(found, key=lambda item: order[item.id])
 
     def release(self, item_ids: Sequence[str], *, epoch: int, retry_at: int | None = None) -> int:
         """Hand claimed items back to the queue (a preempted or failed run), optionally not
@@ -265,7 +268,8 @@ class QueueRepository:
 
     def count_queued(self, session_id: str) -> int:
         """How many of the session's items wait (queued, not claimed)."""
-        return int(self._conn.execute(COUNT_QUEUED, {"session_id": session_id}).scalar_one())
+        (row,) = driver.rows(self._conn, COUNT_QUEUED, {"session_id": session_id})
+        return int(next(iter(row.values())))
 
     def count_open(self, session_id: str) -> int:
         return int(

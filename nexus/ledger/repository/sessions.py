@@ -18,6 +18,7 @@ from nexus.ledger.models import (
     table_of,
 )
 from nexus.ledger.records import NewSession, SessionRecord
+from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
 from nexus.ledger.repository.errors import LabelTaken, LedgerConflict, NotForkable, NotFound
 from nexus.ledger.repository.sessions_sql import (
@@ -67,17 +68,17 @@ class SessionRepository:
             return None
         # One statement in the common case: the session with this label, and whether the
         # label is also an alias (which then wins).
-        row = self._conn.execute(RESOLVE, {"label": label}).one_or_none()
+        row = driver.one_or_none(self._conn, RESOLVE, {"label": label})
         if row is None:
             target = self._alias_target(label)
             if target is None:
                 return None
-        elif row.onward is None:
-            fields = dict(row._mapping)
+        elif row["onward"] is None:
+            fields = dict(row)
             del fields["onward"]
             return SessionRecord.model_validate(fields)
         else:
-            target = row.onward
+            target = row["onward"]
         return self.get_by_label(self.final_label(target))
 
     def final_label(self, label: str) -> str:
@@ -226,7 +227,7 @@ class SessionRepository:
 
         FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it does not block the
         foreign-key checks of rows that reference the session (queue items, turns)."""
-        self._conn.execute(_LOCK, {"session_id": session_id})
+        driver.rows(self._conn, _LOCK, {"session_id": session_id})
 
     def claim(self, session_id: str) -> int:
         """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""

@@ -21,6 +21,7 @@ from nexus.ledger.records import (
     SessionRecord,
     ThreadRecord,
 )
+from nexus.ledger.repository import driver
 from nexus.ledger.repository.errors import NotFound
 from nexus.ledger.repository.threads import ThreadRepository, head_context_row
 
@@ -51,15 +52,17 @@ class SnapshotRepository:
         thread row with its anchor; then the context (none more when `known`, a context
         read before, is the head's already; only the turns after it when it is an
         ancestor's under the same compaction)."""
-        rows = self._conn.execute(_SNAPSHOT, {"session": session_id}).all()
+        rows = driver.rows(self._conn, _SNAPSHOT, {"session": session_id})
         if not rows:
             raise NotFound(f"no session with id {session_id!r}")
-        first = rows[0]._mapping
+        first = rows[0]
         session = SessionRecord.model_validate({n: first[f"s_{n}"] for n in _SESSION_FIELDS})
         if first["a_id"] is None:
             raise NotFound(f"session {session.label!r} has no persona {session.persona_id!r}")
         persona = AgentRecord.model_validate({n: first[f"a_{n}"] for n in _AGENT_FIELDS})
-        capability_ids = tuple(row.capability_id for row in rows if row.capability_id is not None)
+        capability_ids = tuple(
+            row["capability_id"] for row in rows if row["capability_id"] is not None
+        )
         if first["h_turn_id"] is None:
             context = ContextRead(head=None, compaction=None, turns=(), rows_read=0)
         else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     CTE,
+    JSON,
     ColumnElement,
     Integer,
     Select,
@@ -210,6 +211,15 @@ _SHARED = {"id": _turn, "session_id": _session, "parent_turn_id": _parent_id, "e
 # The per-turn columns the statement takes as `t_<column>`; the rest are shared above.
 TURN_PARAMS = [name for name in TURN_COLUMNS if name not in _SHARED]
 
+
+def _turn_value(name: str) -> Any:
+    # JSON comes as text and is cast here, so the statement takes the same parameters
+    # through Core and straight from the driver (which does no JSON serialising of its own).
+    if isinstance(turns.c[name].type, JSON):
+        return cast(bindparam(f"t_{name}", type_=Text), turns.c[name].type)
+    return bindparam(f"t_{name}", type_=turns.c[name].type)
+
+
 _moved = (
     update(sessions)
     .where(sessions.c.id == _session)
@@ -227,12 +237,9 @@ _new_turn = (
     insert(turns)
     .from_select(
         TURN_COLUMNS,
-        select(
-            *(
-                _SHARED.get(name, bindparam(f"t_{name}", type_=turns.c[name].type))
-                for name in TURN_COLUMNS
-            )
-        ).select_from(_moved),
+        select(*(_SHARED.get(name, _turn_value(name)) for name in TURN_COLUMNS)).select_from(
+            _moved
+        ),
     )
     .returning(turns.c.id)
     .cte("new_turn")

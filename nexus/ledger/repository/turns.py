@@ -95,13 +95,15 @@ class TurnRepository:
                 for name in _MESSAGE_ARRAYS
             },
             "m_content": [json.dumps(message["content"]) for message in rows.messages],
+            # As text, cast by the statement (None is JSON null, as Core binds it).
+            "t_model_settings": json.dumps(draft.model_settings),
             "i_id": rows.items["id"],
             "i_disposition": rows.items["disposition"],
         }
-        wrote = self._conn.execute(COMMIT_IN_ONE_STATEMENT, params).one()
-        if not wrote.threads:
+        (wrote,) = driver.rows(self._conn, COMMIT_IN_ONE_STATEMENT, params)
+        if not wrote["threads"]:
             return self._fenced_or_orphaned(draft, epoch)
-        if wrote.consumed != len(draft.consumed):
+        if wrote["consumed"] != len(draft.consumed):
             raise LedgerConflict(_not_all_open(draft))
         self._insert_tool_calls_and_compaction(draft, rows.now)
         return _committed(draft, rows)
