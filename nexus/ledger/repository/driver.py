@@ -19,15 +19,16 @@ through Core, whose result processing decodes what sqlite3 and psycopg2 leave as
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Connection, CursorResult, Executable
+from sqlalchemy import JSON, Connection, Executable
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ValuesBase
 
-Params = Mapping[str, Any] | Sequence[Mapping[Any, Any]]
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 
 class _Compiled:
@@ -62,26 +63,27 @@ class _Compiled:
             for column in columns
             if (default := getattr(column, attribute)) is not None
         )
-        # psycopg: a JSON parameter goes wrapped, as Core's JSONB binding does (None too:
-        # Core binds it as JSON null).
+        # A JSON parameter is bound as Core binds it: wrapped for psycopg (JSONB), as text
+        # for sqlite3; None too, which Core binds as JSON null.
         self.json = tuple(
-            name
-            for name, bind in compiled.binds.items()
-            if not self.positional and isinstance(bind.type, JSON)
+            name for name, bind in compiled.binds.items() if isinstance(bind.type, JSON)
         )
+        self.json_value: Callable[[Any], Any] = json.dumps
+        if connection.dialect.driver == "psycopg":
+            from psycopg.types.json import Jsonb  # installed wherever this driver runs
+
+            self.json_value = Jsonb
 
     def row(self, params: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
         if self.defaults:
             params = {**_computed(self.defaults, params), **params}
+        if self.json:
+            params = {**params}
+            for name in self.json:
+                if name in params:
+                    params[name] = self.json_value(params[name])
         if not self.positional:
-            values = {**self.constants, **params}
-            if self.json:
-                from psycopg.types.json import Jsonb  # only psycopg's statements get here
-
-                for name in self.json:
-                    if name in values:
-                        values[name] = Jsonb(values[name])
-            return values
+            return {**self.constants, **params}
         constants = self.constants
         return tuple(constants[n] if n in constants else params[n] for n in self.order)
 
@@ -96,7 +98,7 @@ def _computed(defaults: Sequence[tuple[str, Any]], params: Mapping[str, Any]) ->
     return found
 
 
-_compiled: dict[tuple[int, tuple[str, ...]], _Compiled] = {}
+_compiled: dict[tuple[int, str, tuple[str, ...]], _Compiled] = {}
 
 
 def _compile(connection: Connection, statement: object, params: Params) -> _Compiled:
@@ -108,29 +110,22 @@ def _compile(connection: Connection, statement: object, params: Params) -> _Comp
     if isinstance(statement, ValuesBase):
         first = params if isinstance(params, Mapping) else params[0]
         keys = tuple(sorted(first))
-    found = _compiled.get((id(statement), keys))
+    # By driver too: a process (the tests) may run the same statement on several.
+    key = (id(statement), connection.dialect.driver, keys)
+    found = _compiled.get(key)
     if found is None or found.statement is not statement:
-        found = _compiled[(id(statement), keys)] = _Compiled(statement, connection, keys)
+        found = _compiled[key] = _Compiled(statement, connection, keys)
     return found
-
-
-def run(connection: Connection, statement: Executable, params: Params) -> CursorResult[Any]:
-    """SQLite: execute `statement` (one row of parameters, or several for executemany)
-    through the driver-level path of Core (its events and errors, none of its typing)."""
-    compiled = _compile(connection, statement, params)
-    if isinstance(params, Mapping):
-        return connection.exec_driver_sql(compiled.sql, compiled.row(params))
-    return connection.exec_driver_sql(compiled.sql, [compiled.row(row) for row in params])
 
 
 def rows(
     connection: Connection, statement: Executable, params: Mapping[str, Any]
 ) -> list[Mapping[Any, Any]]:
     """The statement's rows as mappings by column label: straight from psycopg 3, through
-    Core on the other drivers."""
+    Core on the other drivers (whose JSON columns only Core's result processing decodes)."""
     if connection.dialect.driver != "psycopg":
         return list(connection.execute(statement, params).mappings())
-    return _psycopg(connection, _compile(connection, statement, params), params, _dict_rows)[0]
+    return _straight(connection, statement, params, _dict_rows)[0]
 
 
 def one_or_none(
@@ -143,12 +138,25 @@ def one_or_none(
     return found[0] if found else None
 
 
-def execute(connection: Connection, statement: Executable, params: Mapping[str, Any]) -> int:
-    """Run a statement that returns no rows (straight from psycopg 3, through Core on the
-    other drivers); the number of rows it changed."""
-    if connection.dialect.driver != "psycopg":
+def scalar(connection: Connection, statement: Executable, params: Mapping[str, Any]) -> Any:
+    """The first column of the statement's first row (None when it found none), straight
+    from psycopg 3 or sqlite3: for a column Core would not convert (text, a number)."""
+    if connection.dialect.driver not in _STRAIGHT:
+        return connection.execute(statement, params).scalar()
+    found = _straight(connection, statement, params, _first_column)[0]
+    return found[0] if found else None
+
+
+def execute(connection: Connection, statement: Executable, params: Params) -> int:
+    """Run a statement that returns no rows, for one row of parameters or several (an
+    executemany), straight from psycopg 3 or sqlite3; the number of rows it changed."""
+    if connection.dialect.driver not in _STRAIGHT:
         return connection.execute(statement, params).rowcount
-    return _psycopg(connection, _compile(connection, statement, params), params, None)[1]
+    return _straight(connection, statement, params, None)[1]
+
+
+# The drivers these statements go straight to (SQLAlchemy's names for psycopg 3 and sqlite3).
+_STRAIGHT = frozenset({"psycopg", "pysqlite"})
 
 
 def _dict_rows(cursor: Any) -> Callable[[Sequence[Any]], dict[str, Any]]:
@@ -163,26 +171,44 @@ def _dict_rows(cursor: Any) -> Callable[[Sequence[Any]], dict[str, Any]]:
     return make
 
 
-def _psycopg(
-    connection: Connection,
-    compiled: _Compiled,
-    params: Mapping[str, Any],
-    row_factory: Any,
-) -> tuple[list[Mapping[Any, Any]], int]:
-    pooled = connection.connection  # begins nothing: psycopg opens the transaction itself
-    driver_connection = pooled.dbapi_connection
+def _first_column(_cursor: Any) -> Callable[[Sequence[Any]], Any]:
+    return lambda values: values[0]
+
+
+def _straight(
+    connection: Connection, statement: Executable, params: Params, shape: Any
+) -> tuple[list[Any], int]:
+    """Execute on the connection's driver cursor; `shape` makes a psycopg row (None: the
+    statement answers no rows). Returns the rows and the row count."""
+    compiled = _compile(connection, statement, params)
+    values: Any
+    if isinstance(params, Mapping):
+        many, values = False, compiled.row(params)
+    else:
+        many, values = True, [compiled.row(row) for row in params]
+    sql = compiled.sql
+    # Checking out the driver connection begins nothing: the driver opens the transaction
+    # (psycopg), or the unit of work's BEGIN already has (SQLite).
+    driver_connection = connection.connection.dbapi_connection
     assert driver_connection is not None
+    psycopg = connection.dialect.driver == "psycopg"
     cursor = (
-        driver_connection.cursor(row_factory=row_factory)
-        if row_factory is not None
+        driver_connection.cursor(row_factory=shape)
+        if psycopg and shape is not None
         else driver_connection.cursor()
     )
-    sql, values = compiled.sql, compiled.row(params)
     dispatch = connection.dispatch
-    dispatch.before_cursor_execute(connection, cursor, sql, values, None, False)
+    dispatch.before_cursor_execute(connection, cursor, sql, values, None, many)
     try:
-        cursor.execute(sql, values)
-        found: list[Mapping[Any, Any]] = list(cursor.fetchall()) if row_factory is not None else []
+        if many:
+            cursor.executemany(sql, values)
+        else:
+            cursor.execute(sql, values)
+        found: list[Any] = []
+        if shape is not None:
+            found = list(cursor.fetchall())
+            if not psycopg:
+                found = [row[0] for row in found] if shape is _first_column else found
         rowcount = cursor.rowcount
     except BaseException as error:
         # Core's own handling, as its execute does: the error wrapped as Core raises it,
@@ -191,5 +217,5 @@ def _psycopg(
         connection._handle_dbapi_exception(error, sql, values, cursor, None)
     finally:
         cursor.close()
-    dispatch.after_cursor_execute(connection, cursor, sql, values, None, False)
+    dispatch.after_cursor_execute(connection, cursor, sql, values, None, many)
     return found, rowcount

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, Executable, select
+from sqlalchemy import Connection, Executable, select
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
@@ -113,12 +113,12 @@ class TurnRepository:
     ) -> CommitOutcome:
         """SQLite (no data-modifying CTEs; round trips cost nothing in-process): the same
         rows, statement by statement: check the head, write the rows, move the head last."""
-        persona_id = self._run(CHECK_HEAD, rows.head).scalar_one_or_none()
+        persona_id = driver.scalar(self._conn, CHECK_HEAD, rows.head)
         if persona_id is None:
             return self._fenced(draft, epoch)
         self._run(INSERT_TURN, rows.turn)
         thread = {f"thread_{name}": value for name, value in rows.thread.items()}
-        if self._run(INSERT_THREAD, {**thread, "thread_persona_id": persona_id}).rowcount != 1:
+        if self._run(INSERT_THREAD, {**thread, "thread_persona_id": persona_id}) != 1:
             raise LedgerConflict(f"parent turn {draft.parent_turn_id!r} has no thread row")
         self._run(INSERT_HISTORY, rows.history)
         self._insert_messages(rows)
@@ -127,13 +127,9 @@ class TurnRepository:
         self._consume_items(draft, rows.items)
         return _committed(draft, rows)
 
-    def _run(
-        self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]]
-    ) -> CursorResult[Any]:
-        """A hot statement: straight to the driver on SQLite, through Core on Postgres."""
-        if self._postgres:
-            return self._conn.execute(statement, params)
-        return driver.run(self._conn, statement, params)
+    def _run(self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]]) -> int:
+        """A hot statement, straight to the driver; the rows it changed."""
+        return driver.execute(self._conn, statement, params)
 
     def _fenced_or_orphaned(self, draft: TurnDraft, epoch: int) -> CommitOutcome:
         """No thread row was written: a fence, unless the CAS did pass and only the parent's
@@ -194,12 +190,7 @@ class TurnRepository:
             "error_kind": draft.error_kind,
             "error_message": draft.error_message,
             "source_event_id": draft.source_event_id,
-            # Core takes the JSON column as it is; the driver on SQLite needs it serialised.
-            "model_settings": (
-                draft.model_settings
-                if self._postgres or draft.model_settings is None
-                else json.dumps(draft.model_settings)
-            ),
+            "model_settings": draft.model_settings,
         }
 
     def _rows(self, draft: TurnDraft, epoch: int, now: int) -> _CommitRows:
@@ -257,9 +248,7 @@ class TurnRepository:
     def _insert_messages(self, rows: _CommitRows) -> None:
         if not rows.messages:
             return
-        # Core takes the JSON column as it is; the driver on SQLite needs it serialised.
-        content = (lambda c: c) if self._postgres else json.dumps
-        self._run(INSERT_MESSAGES, [{**m, "content": content(m["content"])} for m in rows.messages])
+        self._run(INSERT_MESSAGES, rows.messages)
 
     def _insert_tool_calls_and_compaction(self, draft: TurnDraft, now: int) -> None:
         if draft.tool_calls:
