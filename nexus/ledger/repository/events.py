@@ -175,7 +175,8 @@ class EventRepository:
         """`mark_processed` for many events (id, disposition, detail) in one executemany."""
         if not outcomes:
             return
-        self._conn.execute(
+        driver.execute(
+            self._conn,
             _MARK_PROCESSED,
             [
                 {"event_id": e, "outcome": d, "outcome_detail": t, "now": self._clock()}

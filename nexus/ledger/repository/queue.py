@@ -21,6 +21,7 @@ from nexus.ledger.repository.queue_sql import (
     EVENT_FIELDS,
     FOR_SESSION,
     FOR_SESSION_IN,
+    FOR_SESSION_WITH,
     ITEM_FIELDS,
     OPEN_FOR_RUN,
     SESSION_EPOCH,
@@ -238,6 +239,11 @@ class QueueRepository:
         self, session_id: str, *, statuses: Sequence[QueueStatus] | None = None
     ) -> list[QueueItemRecord]:
         """The session's items in queue order, optionally only those with given statuses."""
+        if statuses and len(statuses) == 1:
+            found = driver.rows(
+                self._conn, FOR_SESSION_WITH, {"session_id": session_id, "status": statuses[0]}
+            )
+            return [QueueItemRecord.model_validate(row) for row in found]
         if statuses:
             rows = self._conn.execute(
                 FOR_SESSION_IN, {"session_id": session_id, "statuses": list(statuses)}
@@ -253,12 +259,11 @@ class QueueRepository:
         the open items (queued and claimed) and the dropped ones whose summary is still owed
         (their detail ends with `summary_marker`, a plain text with no LIKE wildcards),
         each with its event."""
-        rows = self._conn.execute(
-            OPEN_FOR_RUN, {"session_id": session_id, "marker": summary_marker}
+        rows = driver.rows(
+            self._conn, OPEN_FOR_RUN, {"session_id": session_id, "marker": summary_marker}
         )
         found: list[tuple[QueueItemRecord, EventRecord | None]] = []
-        for row in rows:
-            mapping = row._mapping
+        for mapping in rows:
             item = QueueItemRecord.model_validate({n: mapping[f"q_{n}"] for n in ITEM_FIELDS})
             event = None
             if mapping["e_id"] is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, String, any_, bindparam, cast, func, select, update
+from sqlalchemy import Connection, String, any_, bindparam, cast, func, or_, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import QueueStatus
@@ -97,6 +97,11 @@ FOR_SESSION = _FOR_SESSION.order_by(*_QUEUE_ORDER)
 FOR_SESSION_IN = _FOR_SESSION.where(
     queue_items.c.status.in_(bindparam("statuses", expanding=True))
 ).order_by(*_QUEUE_ORDER)
+# One status (the run's look for what waits, after its release): no expanding list, so the
+# statement can go straight to the driver.
+FOR_SESSION_WITH = _FOR_SESSION.where(queue_items.c.status == bindparam("status")).order_by(
+    *_QUEUE_ORDER
+)
 
 # How many wait (queued, not claimed): the cap's check, which reads the items only past it.
 COUNT_QUEUED = (
@@ -123,7 +128,9 @@ OPEN_FOR_RUN = (
     .select_from(queue_items.outerjoin(events, events.c.id == queue_items.c.event_id))
     .where(queue_items.c.session_id == bindparam("session_id"))
     .where(
-        queue_items.c.status.in_(_OPEN)
+        # Equalities, not IN: a constant IN list compiles to an expanding parameter, which
+        # the driver path (repository/driver.py) does not take.
+        or_(*(queue_items.c.status == status for status in _OPEN))
         | (
             (queue_items.c.status == QueueStatus.DROPPED)
             & queue_items.c.disposition_detail.endswith(bindparam("marker"))
