@@ -141,3 +141,25 @@ def test_a_lost_connection_is_dropped_from_the_pool(pg_database: Database) -> No
         assert raised.value.connection_invalidated
     with pg_database.unit_of_work() as uow:
         assert driver.rows(uow.connection, _AGENT_BY_ID, {"agent_id": "x"}) == []
+
+
+def test_a_transactions_first_statement_opens_it_and_reports_its_row_count(
+    database: Database,
+) -> None:
+    """Straight to the driver, the first statement opens the unit of work's transaction as
+    through Core: a rollback undoes its write, the row count is its own, and an error in it
+    is raised as anywhere else."""
+    with database.unit_of_work() as uow:
+        driver.execute(uow.connection, _INSERT_AGENT, _agent("kept"))
+        uow.commit()
+    with database.unit_of_work() as uow:
+        assert driver.execute(uow.connection, _RENAME, {"agent_id": "kept"}) == 1
+        assert driver.execute(uow.connection, _INSERT_AGENT, _agent("undone")) == 1
+        uow.rollback()
+    with database.unit_of_work() as uow:
+        with pytest.raises(exc.IntegrityError):
+            driver.execute(uow.connection, _INSERT_AGENT, _agent("kept"))
+        uow.rollback()
+    with database.unit_of_work() as uow:
+        found = driver.rows(uow.connection, select(agents.c.id, agents.c.name), {})
+    assert {(row["id"], row["name"]) for row in found} == {("kept", "agent kept")}
