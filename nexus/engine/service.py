@@ -195,10 +195,12 @@ class Engine:
         consumed: Sequence[ConsumedItem] = (),
         queue_mode: QueueMode | None = None,
         source: EventRecord | None = None,
+        leading: Sequence[StreamEvent] = (),
     ) -> TurnOutcome:
         """Answer `queries` in the session; `/compact …` as the only query compacts instead.
         `source` is the event of the first query that has one, when the caller read it: the
-        commit hooks get it instead of reading it back.
+        commit hooks get it instead of reading it back. `leading` is sent on the stream
+        before `session.started`, with the turn's first publish.
 
         The stream tells watchers the session is busy (`session.started`) and then how it
         ended (`session.completed`, or `session.failed` for a failed or fenced attempt)."""
@@ -211,13 +213,13 @@ class Engine:
         }
         # `session.started` goes out with the turn's first publish (the model call's
         # `step.started`), one round trip for both.
-        leading = LeadingPublisher(
-            self.publisher, [StreamEvent(session_id, SESSION_STARTED, started)]
+        leading_publisher = LeadingPublisher(
+            self.publisher, [*leading, StreamEvent(session_id, SESSION_STARTED, started)]
         )
         # What the turn's commit reports goes out with how the session ended: one publish.
         announce: list[StreamEvent] = []
         try:
-            outcome = dataclasses.replace(self, publisher=leading)._answer(
+            outcome = dataclasses.replace(self, publisher=leading_publisher)._answer(
                 session_id,
                 queries,
                 turn_id=turn_id,
@@ -228,7 +230,8 @@ class Engine:
                 source=source,
             )
         except BaseException:
-            leading.flush()  # watchers still learn a turn started; the runner reports the rest
+            # Watchers still learn a turn started; the runner reports the rest.
+            leading_publisher.flush()
             raise
         ended = outcome.status == "committed" and (
             outcome.result is None or outcome.result.status != TurnStatus.FAILED
@@ -240,7 +243,7 @@ class Engine:
                 {"turn_id": outcome.turn_id, "status": outcome.status},
             )
         )
-        leading.publish_many(announce)  # with `session.started` if nothing went out yet
+        leading_publisher.publish_many(announce)  # with `session.started` if nothing went out yet
         return outcome
 
     def _answer(

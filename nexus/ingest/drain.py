@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import structlog
@@ -39,11 +39,13 @@ class _Arrivals:
     inline: none of its turns runs (the run holds its lease, and the claim's new epoch
     fences one that lost the lease without knowing), and the claimed turn answers the
     message itself. An abort or steer for it would cost a round trip and be cleared unread
-    when its turn starts."""
+    when its turn starts. What is announced on its stream is held for the run to send with
+    its first publish (`held`)."""
 
     def __init__(self, signals: ArrivalSignals) -> None:
         self._signals = signals
         self.claimed: str | None = None
+        self.held: list[StreamEvent] = []
 
     def request_abort(self, session_id: str) -> None:
         if session_id != self.claimed:
@@ -54,7 +56,10 @@ class _Arrivals:
             self._signals.steer(session_id, message)
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
-        self._signals.publish_many(events)
+        self.held.extend(e for e in events if e.session_id == self.claimed)
+        others = [e for e in events if e.session_id != self.claimed]
+        if others:
+            self._signals.publish_many(others)
 
 
 @dataclass
@@ -117,6 +122,8 @@ class EventRouter:
                 if session_id != inline:
                     self.doorbell.session_has_work(session_id)
             if inline is not None and self.runs is not None:
+                if claimed is not None and arrivals.held:
+                    claimed = replace(claimed, announce=tuple(arrivals.held))
                 self.runs.run(inline, claimed=claimed)
             # Hooks after the turn this run owed: a slow or broken hook delays nothing a
             # person is waiting for.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nexus.engine.stream import StreamEvent
 from nexus.ledger.records import EventRecord
 from nexus.queueing.coordination import Lease
 from nexus.queueing.modes import Run
@@ -29,6 +30,9 @@ class InlineClaim:
     session_id: str
     lease: Lease
     claim: Claim
+    # What the router announces on the session's stream for the work it queued (say,
+    # `queue.item.queued`): sent with the run's first publish, a round trip saved.
+    announce: tuple[StreamEvent, ...] = ()
 
 
 @dataclass(frozen=True)

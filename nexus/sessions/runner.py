@@ -10,6 +10,7 @@ commit and its items go back to the queue.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -107,7 +108,9 @@ class SessionRunner:
                 with KeepAlive(lease, self.lease_ttl_ms):
                     while turns + failed < self.max_turns_per_run:
                         if claimed is not None:
-                            step = self._run_turn(session_id, claimed.claim)
+                            step = self._run_turn(
+                                session_id, claimed.claim, announce=claimed.announce
+                            )
                             more, claimed = claimed.claim.more, None
                         else:
                             step, more = self._step(session_id, first=first)
@@ -252,7 +255,11 @@ class SessionRunner:
         # A claim outlives the longest turn, so the reaper never reclaims a live one.
         return self.turn_time_limit_ms * 2 + 60_000
 
-    def _run_turn(self, session_id: str, claim: Claim) -> str:
+    def _run_turn(
+        self, session_id: str, claim: Claim, *, announce: Sequence[StreamEvent] = ()
+    ) -> str:
+        """The claimed turn; `announce`, what the router held back for this session's
+        stream, goes out with the turn's first publish."""
         epoch, plan, events, overflow = claim.epoch, claim.plan, claim.events, claim.overflow
         # Signals raised before this turn began are answered by this turn's inputs (they are
         # in the queue, which is where this turn came from): start clean.
@@ -267,6 +274,8 @@ class SessionRunner:
         )
         engine = dataclasses.replace(self.engine, signals=signals)
         if plan.command == COMPACT:
+            if announce:
+                self.coordination.publish_many(announce)
             return self._compact(session_id, epoch, plan, engine)
         queries = [_query(item, events.get(item.event_id or "")) for item in plan.items]
         if overflow is not None:  # what the queue cap dropped, so the answer can cover it
@@ -283,6 +292,7 @@ class SessionRunner:
                 queue_mode=plan.mode,
                 # The reply's address comes from the event this run read, not a read back.
                 source=next((events.get(q.event_id) for q in queries if q.event_id), None),
+                leading=announce,
             )
         except Exception as error:  # a bug in one turn must not wedge the session
             log.exception("turn_crashed", session_id=session_id)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import pytest
 from sqlalchemy import event as sql_event
 
 from nexus.access.policy import load_policies
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
+from nexus.engine.stream import StreamEvent
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.drain import EventRouter
@@ -193,21 +197,30 @@ def test_a_run_locks_its_sessions_in_one_order_whatever_order_their_events_came_
 
 
 class _CountingAborts(InProcessCoordination):
+    """Counts aborts, and keeps each publish's event types (one publish, one round trip)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.aborts: list[str] = []
+        self.publishes: list[list[str]] = []
 
     def request_abort(self, session_id: str) -> None:
         self.aborts.append(session_id)
         super().request_abort(session_id)
 
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        self.publishes.append([event.type for event in events])
+        super().publish_many(events)
+
 
 def _inline(database: Database, clock: FakeClock) -> tuple[EventRouter, _CountingAborts]:
     """A router that runs sessions inline with a real session run over the rig's engine."""
     coordination = _CountingAborts()
+    # As deployed, the router and the turn publish to one stream store.
+    engine = dataclasses.replace(build_rig(database, clock).engine, publisher=coordination)
     runner = SessionRunner(
         database=database,
-        engine=build_rig(database, clock).engine,
+        engine=engine,
         coordination=coordination,
         doorbell=RecordingDoorbell(),
         clock=clock,
@@ -247,6 +260,29 @@ def test_an_inline_run_claims_its_first_turn_in_the_routing_transaction(
     assert item.status == QueueStatus.DONE and item.disposition == Disposition.CONSUMED
     assert session is not None and session.thread_id == item.consumed_by_turn_id
     assert not coordination.lease_held(f"session:{routed.session_id}")
+
+
+def test_what_the_router_announces_for_an_inline_session_goes_with_the_turns_first_publish(
+    database: Database, clock: FakeClock
+) -> None:
+    """`queue.item.queued` for the session the router runs itself is held back and sent in
+    the turn's first publish, before `session.started`: one Redis round trip fewer. A
+    session rung rather than run hears of its queue at once."""
+    _store(database, clock, ("telegram:1", "ann"))
+    router, coordination = _inline(database, clock)
+    router.drain(rang_for="telegram:1")
+    first = coordination.publishes[0]
+    assert first[:3] == ["queue.item.queued", "session.started", "step.started"]
+    assert sum(p.count("queue.item.queued") for p in coordination.publishes) == 1
+    # Two sessions in one run: the one not run inline is announced on its own.
+    coordination.publishes.clear()
+    _store(database, clock, ("telegram:2", "bob"), ("telegram:3", "cat"))
+    router.drain()
+    announced_alone = [p for p in coordination.publishes if p == ["queue.item.queued"]]
+    leading = [
+        p for p in coordination.publishes if p[:2] == ["queue.item.queued", "session.started"]
+    ]
+    assert len(announced_alone) == 1 and len(leading) == 1
 
 
 def test_a_routing_commit_that_fails_gives_the_inline_lease_back(
