@@ -26,7 +26,13 @@ from nexus.ledger.enums import (
     SessionOrigin,
     SessionStatus,
 )
-from nexus.ledger.records import EventRecord, NewQueueItem, NewSession, SessionRecord
+from nexus.ledger.records import (
+    EntityRecord,
+    EventRecord,
+    NewQueueItem,
+    NewSession,
+    SessionRecord,
+)
 from nexus.ledger.repository import NotFound
 from nexus.queueing.modes import arrival_action
 from nexus.queueing.overflow import Overflow, drop_over_cap
@@ -61,11 +67,18 @@ class ProcessedEvent:
     reason: str | None = None
 
 
-def principal_for(uow: UnitOfWork, event: EventRecord) -> Principal:
-    """The canonical entity behind the event's sender (seed 002's progressive identity)."""
+def principal_for(
+    uow: UnitOfWork, event: EventRecord, contact_entity: EntityRecord | None = None
+) -> Principal:
+    """The canonical entity behind the event's sender (seed 002's progressive identity).
+    `contact_entity` is the entity of the contact the event was stored with, when the
+    caller read it with the event; it is followed through merges like a looked-up one."""
     if event.sender_id is None:
         return Principal(type="unknown")
-    entity = uow.ledger.identity.sender_entity(event.platform, event.sender_id)
+    if contact_entity is not None:
+        entity = uow.ledger.identity.canonical(contact_entity)
+    else:
+        entity = uow.ledger.identity.sender_entity(event.platform, event.sender_id)
     if entity is None:
         return Principal(type="unknown")
     return Principal(
@@ -138,10 +151,10 @@ def route_waiting(
     plan: dict[str, list[Arrival]] = {}  # session id → its events
     results: dict[str, ProcessedEvent] = {}
     outcomes: list[tuple[str, str, str | None]] = []
-    for event in waiting:
+    for event, contact_entity in waiting:
         sender = (event.platform, event.sender_id)
         if sender not in principals:
-            principals[sender] = principal_for(uow, event)
+            principals[sender] = principal_for(uow, event, contact_entity)
         decision = decide(policies, principals[sender], delivery_for(event))
         if not decision.allowed or decision.session_key is None or decision.persona is None:
             reason = f"{decision.reason} (policy {decision.policy or 'none'})"
@@ -182,7 +195,7 @@ def route_waiting(
                 came.event.id, "queued", session_id, sessions[session_id].label, item_id
             )
     uow.ledger.events.mark_many_processed(outcomes)
-    return Drained(events=tuple(results[event.id] for event in waiting), sessions=tuple(plan))
+    return Drained(events=tuple(results[event.id] for event, _ in waiting), sessions=tuple(plan))
 
 
 def _queue_many(

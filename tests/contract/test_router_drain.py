@@ -93,6 +93,32 @@ def test_one_run_routes_every_waiting_event_and_rings_each_session_once(
     assert router.drain() == []  # nothing waits any more; a second ring is harmless
 
 
+def test_a_known_senders_entity_is_read_with_the_waiting_events(
+    database: Database, clock: FakeClock
+) -> None:
+    """The router's identity read is joined into its claim of the waiting events: a
+    message from someone seen before costs no statement of its own for who they are."""
+    _store(database, clock, ("telegram:1", "ann"))
+    router, _ = _router(database)
+    [first] = router.drain()
+    _store(database, clock, ("telegram:2", "ann"))
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        statements.append(" ".join(sql.split()))
+
+    sql_event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        [second] = router.drain()
+    finally:
+        sql_event.remove(database.engine, "before_cursor_execute", record)
+    assert second.session_id == first.session_id
+    reading_entities = [s for s in statements if "FROM contacts" in s or "FROM entities" in s]
+    assert reading_entities == []
+    [claim] = [s for s in statements if "FROM events LEFT OUTER JOIN contacts" in s]
+    assert "JOIN entities" in claim
+
+
 def test_a_full_batch_is_followed_by_another_and_the_last_runs_one_session_inline(
     database: Database, clock: FakeClock
 ) -> None:

@@ -19,8 +19,8 @@ from sqlalchemy import (
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
-from nexus.ledger.models import Event, QueueItem, Turn, table_of
-from nexus.ledger.records import EventDraft, EventRecord
+from nexus.ledger.models import Contact, Entity, Event, QueueItem, Turn, table_of
+from nexus.ledger.records import EntityRecord, EventDraft, EventRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.dialect_sql import insert_unless_present
@@ -28,11 +28,14 @@ from nexus.ledger.repository.dialect_sql import insert_unless_present
 events = table_of(Event)
 queue_items = table_of(QueueItem)
 turns = table_of(Turn)
+contacts = table_of(Contact)
+entities = table_of(Entity)
 
 # Statements are built once and executed with parameters: SQLAlchemy memoizes a reused
 # statement's cache key, where one built per call is traversed again every time. Parameter
 # names never equal a column of the table an UPDATE writes (it would take them as more SET).
 _RECORD_COLUMNS = columns_for(events, EventRecord)
+_EVENT_FIELDS = list(EventRecord.model_fields)
 
 
 # The row (given as parameters) unless its id is stored already; answers the id.
@@ -71,12 +74,24 @@ _MARK_PROCESSED = (
         processed_at=bindparam("now"),
     )
 )
+# Waiting events, each beside its sender's entity (the contact the webhook recorded, and
+# its entity): the router's identity read joined in, one round trip for the batch. Only the
+# events are locked (Postgres locks no row of an outer join's nullable side).
+_ENTITY_FIELDS = list(EntityRecord.model_fields)
 _CLAIM_WAITING = (
-    select(*_RECORD_COLUMNS)
+    select(
+        *_RECORD_COLUMNS,
+        *(entities.c[name].label(f"se_{name}") for name in _ENTITY_FIELDS),
+    )
+    .select_from(
+        events.outerjoin(contacts, contacts.c.id == events.c.contact_id).outerjoin(
+            entities, entities.c.id == contacts.c.entity_id
+        )
+    )
     .where(events.c.status == EventStatus.RECEIVED)
     .order_by(events.c.received_at, events.c.id)
     .limit(bindparam("limit", type_=Integer))
-    .with_for_update(skip_locked=True)
+    .with_for_update(skip_locked=True, of=events)
 )
 _UNPROCESSED = (
     select(events.c.id)
@@ -184,12 +199,22 @@ class EventRepository:
             ],
         )
 
-    def claim_waiting(self, *, limit: int) -> list[EventRecord]:
+    def claim_waiting(self, *, limit: int) -> list[tuple[EventRecord, EntityRecord | None]]:
         """Events waiting for the router, oldest first, that no other router has in hand:
         row-locked until this transaction ends (Postgres skips locked rows; SQLite has one
-        writer at a time anyway)."""
-        rows = driver.rows(self._conn, _CLAIM_WAITING, {"limit": limit})
-        return [EventRecord.model_validate(row) for row in rows]
+        writer at a time anyway). Each comes with the entity of the contact it was stored
+        with, as it is (merges not followed); None when it has none (no sender, or not a
+        person's message)."""
+        found: list[tuple[EventRecord, EntityRecord | None]] = []
+        for row in driver.rows(self._conn, _CLAIM_WAITING, {"limit": limit}):
+            event = EventRecord.model_validate({name: row[name] for name in _EVENT_FIELDS})
+            entity = None
+            if row["se_id"] is not None:
+                entity = EntityRecord.model_validate(
+                    {name: row[f"se_{name}"] for name in _ENTITY_FIELDS}
+                )
+            found.append((event, entity))
+        return found
 
     def unprocessed(self, *, received_before: int, limit: int = 500) -> list[str]:
         """Events still waiting for the router, oldest first (the relay re-rings these)."""

@@ -104,9 +104,10 @@ class IdentityRepository:
             _SENDER_ENTITY,
             {"contact_platform": platform, "contact_sender": sender_id},
         )
-        if row is None:
-            return None
-        entity = EntityRecord.model_validate(row)
+        return None if row is None else self.canonical(EntityRecord.model_validate(row))
+
+    def canonical(self, entity: EntityRecord) -> EntityRecord | None:
+        """The entity itself, or the one it was merged into (followed to the root)."""
         if entity.merged_into is None:
             return entity
         return self.get_entity(self.canonical_entity(entity.merged_into))
