@@ -110,28 +110,25 @@ def plan_reply(
     else:
         disposition = "delivering"
         detail = f"{len(drafts)} chunk(s) via {address.sender}"
-    # Stored already settled: no router looks at a reply, and it costs one statement.
-    uow.ledger.events.insert(
-        EventDraft(
-            id=reply_id,
-            adapter=context.adapter,
-            platform=context.platform,
-            kind=REPLY,
-            direction="outbound",
-            source=MessageSource.AGENT,
-            space=context.space,
-            container_kind=context.container_kind,
-            container_id=context.container_id,
-            platform_thread_id=context.platform_thread_id,
-            text=text,
-            reply_to=context.message_id,
-            occurred_at=uow.ledger.clock(),
-            payload=_payload(session, turn_id, context, rich),
-        ),
-        disposition=disposition,
-        detail=detail,
+    # Stored already settled (no router looks at a reply), with its chunks: one statement
+    # for the usual one-chunk reply.
+    reply = EventDraft(
+        id=reply_id,
+        adapter=context.adapter,
+        platform=context.platform,
+        kind=REPLY,
+        direction="outbound",
+        source=MessageSource.AGENT,
+        space=context.space,
+        container_kind=context.container_kind,
+        container_id=context.container_id,
+        platform_thread_id=context.platform_thread_id,
+        text=text,
+        reply_to=context.message_id,
+        occurred_at=uow.ledger.clock(),
+        payload=_payload(session, turn_id, context, rich),
     )
-    ids = uow.ledger.deliveries.add(drafts) if drafts else []
+    ids = uow.ledger.deliveries.add_reply(reply, drafts, disposition=disposition, detail=detail)
     return ids[0] if ids else None
 
 

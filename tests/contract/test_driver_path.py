@@ -11,8 +11,11 @@ import pytest
 from sqlalchemy import bindparam, event, exc, insert, select, text
 
 from nexus.db import Database
+from nexus.ledger.enums import EventStatus, MessageSource
 from nexus.ledger.models import Agent, table_of
+from nexus.ledger.records import DeliveryDraft, EventDraft
 from nexus.ledger.repository import driver
+from tests.support import build_chain, new_session
 
 agents = table_of(Agent)
 _INSERT_AGENT = insert(agents)
@@ -163,3 +166,60 @@ def test_a_transactions_first_statement_opens_it_and_reports_its_row_count(
     with database.unit_of_work() as uow:
         found = driver.rows(uow.connection, select(agents.c.id, agents.c.name), {})
     assert {(row["id"], row["name"]) for row in found} == {("kept", "agent kept")}
+
+
+def _reply(turn_id: str) -> EventDraft:
+    return EventDraft(
+        id=f"reply:{turn_id}",
+        adapter="telegram",
+        platform="telegram",
+        kind="reply",
+        direction="outbound",
+        source=MessageSource.AGENT,
+        text="hello",
+        occurred_at=1,
+        payload={"turn": turn_id},
+    )
+
+
+def _chunk(session_id: str, turn_id: str, index: int) -> DeliveryDraft:
+    return DeliveryDraft(
+        turn_id=turn_id,
+        chunk_index=index,
+        session_id=session_id,
+        event_id=f"reply:{turn_id}",
+        platform="telegram",
+        target={"chat_id": 1},
+        text=f"chunk {index}",
+    )
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_a_reply_is_its_settled_event_and_its_chunks_once_however_often_recorded(
+    database: Database, chunks: int
+) -> None:
+    """A one-chunk reply is written in one statement on Postgres (event and chunk), a
+    longer one as its event and then its chunks; recording it again changes nothing."""
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        [turn_id] = build_chain(uow.ledger, session, 1)
+        drafts = [_chunk(session.id, turn_id, n) for n in range(chunks)]
+        with _statements(database) as seen:
+            ids = uow.ledger.deliveries.add_reply(
+                _reply(turn_id), drafts, disposition="delivering", detail="d"
+            )
+        again = uow.ledger.deliveries.add_reply(
+            _reply(turn_id), drafts, disposition="delivering", detail="d"
+        )
+        uow.commit()
+    assert len(ids) == chunks and again == ids
+    if database.dialect == "postgresql" and chunks == 1:
+        assert len(seen) == 1
+    with database.unit_of_work() as uow:
+        event = uow.ledger.events.get(f"reply:{turn_id}")
+        payload = uow.ledger.events.payload_of(f"reply:{turn_id}")
+        stored = uow.ledger.deliveries.for_turn(turn_id)
+    assert event is not None and event.status == EventStatus.PROCESSED
+    assert event.disposition == "delivering" and payload == {"turn": turn_id}
+    assert [d.id for d in stored] == ids
+    assert [d.text for d in stored] == [f"chunk {n}" for n in range(chunks)]

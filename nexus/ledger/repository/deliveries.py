@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -14,17 +15,20 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import aliased
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import DeliveryStatus
-from nexus.ledger.models import Delivery, table_of
-from nexus.ledger.records import DeliveryDraft, DeliveryRecord
+from nexus.ledger.models import Delivery, Event, table_of
+from nexus.ledger.records import DeliveryDraft, DeliveryRecord, EventDraft
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.dialect_sql import insert_unless_present
+from nexus.ledger.repository.events import SETTLED_EVENT_COLUMNS, EventRepository, event_row
 
 deliveries = table_of(Delivery)
+events = table_of(Event)
 _earlier = aliased(deliveries, name="earlier")
 
 # Reached the platform: later chunks may follow.
@@ -61,6 +65,22 @@ _ATTEMPT_DUE = deliveries.c.next_attempt_at.is_(None) | (
 
 # The chunks (given as parameters) whose (turn, chunk) is not stored yet; answers their ids.
 _ADD = insert_unless_present(deliveries, ["turn_id", "chunk_index"], returning=deliveries.c.id)
+_ROW_COLUMNS = ["id", "status", "attempts", "created_at", "updated_at", *DeliveryDraft.model_fields]
+# Postgres: a one-chunk reply's event (stored settled) and its chunk in one statement; the
+# chunk's foreign key to the event is checked at the statement's end, the event written.
+_REPLY_EVENT = (
+    postgresql.insert(events)
+    .values({c: bindparam(f"e_{c}", type_=events.c[c].type) for c in SETTLED_EVENT_COLUMNS})
+    .on_conflict_do_nothing(index_elements=["id"])
+    .cte("reply_event")
+)
+_REPLY_AND_CHUNK = (
+    postgresql.insert(deliveries)
+    .values({c: bindparam(f"d_{c}", type_=deliveries.c[c].type) for c in _ROW_COLUMNS})
+    .on_conflict_do_nothing(index_elements=["turn_id", "chunk_index"])
+    .returning(deliveries.c.id)
+    .add_cte(_REPLY_EVENT)
+)
 _GET = select(*_RECORD_COLUMNS).where(deliveries.c.id == bindparam("delivery_id"))
 _FOR_TURN = (
     select(*_RECORD_COLUMNS)
@@ -148,25 +168,36 @@ class DeliveryRepository:
         self._conn = connection
         self._clock = clock
 
+    def add_reply(
+        self, reply: EventDraft, drafts: Sequence[DeliveryDraft], *, disposition: str, detail: str
+    ) -> list[str]:
+        """Record a reply: its event, stored already settled, and its chunks (`add`). One
+        statement for a one-chunk reply on Postgres; its event, then its chunks, elsewhere.
+
+        Returns the ids of all the reply's chunks, in order."""
+        now = self._clock()
+        event = event_row(reply, now, disposition=disposition, detail=detail)
+        if len(drafts) != 1 or self._conn.dialect.name != "postgresql":
+            EventRepository(self._conn, self._clock).insert(
+                reply, disposition=disposition, detail=detail
+            )
+            return self.add(drafts)
+        [row] = self._rows(drafts, now)
+        params = {f"e_{c}": event[c] for c in SETTLED_EVENT_COLUMNS}
+        params.update({f"d_{c}": row[c] for c in _ROW_COLUMNS})
+        if driver.rows(self._conn, _REPLY_AND_CHUNK, params):
+            return [row["id"]]
+        # Recorded before (a turn's hooks run again): the chunks already there count.
+        return [d.id for d in self.for_turn(drafts[0].turn_id)]
+
     def add(self, drafts: Sequence[DeliveryDraft]) -> list[str]:
         """Record the chunks of a reply; recording one (turn, chunk) twice records it once.
 
         Returns the ids of all the reply's chunks, in order."""
         if not drafts:
             return []
-        now = self._clock()
-        ids = [new_id() for _ in drafts]
-        rows = [
-            {
-                "id": delivery_id,
-                "status": DeliveryStatus.PENDING,
-                "attempts": 0,
-                "created_at": now,
-                "updated_at": now,
-                **draft.model_dump(),
-            }
-            for delivery_id, draft in zip(ids, drafts, strict=True)
-        ]
+        rows = self._rows(drafts, self._clock())
+        ids = [row["id"] for row in rows]
         # One statement for one chunk (most replies), one executemany for several, answering
         # a row for each chunk it wrote: when it wrote them all, the ids given are the reply's.
         if len(rows) == 1:
@@ -177,6 +208,19 @@ class DeliveryRepository:
             return ids
         # Recorded before (a turn's hooks run again): the chunks already there count.
         return [d.id for d in self.for_turn(drafts[0].turn_id)]
+
+    def _rows(self, drafts: Sequence[DeliveryDraft], now: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": new_id(),
+                "status": DeliveryStatus.PENDING,
+                "attempts": 0,
+                "created_at": now,
+                "updated_at": now,
+                **draft.model_dump(),
+            }
+            for draft in drafts
+        ]
 
     def get(self, delivery_id: str) -> DeliveryRecord | None:
         row = self._conn.execute(_GET, {"delivery_id": delivery_id}).one_or_none()

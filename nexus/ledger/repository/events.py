@@ -107,6 +107,37 @@ _RECENT = (
 )
 
 
+# The columns of an event stored already settled (`event_row` with a disposition).
+SETTLED_EVENT_COLUMNS = [
+    *EventDraft.model_fields,
+    "received_at",
+    "status",
+    "disposition",
+    "disposition_detail",
+    "processed_at",
+]
+
+
+def event_row(
+    draft: EventDraft, now: int, *, disposition: str | None = None, detail: str | None = None
+) -> dict[str, Any]:
+    """The row of an event received `now`: waiting for the router, or, with a
+    `disposition`, stored already settled."""
+    row = draft.model_dump()
+    row["attachments"] = list(draft.attachments)
+    row["received_at"] = now
+    if disposition is not None:
+        row.update(
+            status=EventStatus.PROCESSED,
+            disposition=disposition,
+            disposition_detail=detail,
+            processed_at=now,
+        )
+    else:
+        row["status"] = EventStatus.RECEIVED
+    return row
+
+
 class EventRepository:
     def __init__(self, connection: Connection, clock: Clock) -> None:
         self._conn = connection
@@ -119,19 +150,7 @@ class EventRepository:
 
         With a `disposition`, the event is stored already settled (one statement, not an
         insert and then an update): an event no router needs to see, such as a reply."""
-        row = draft.model_dump()
-        row["attachments"] = list(draft.attachments)
-        now = self._clock()
-        row["received_at"] = now
-        if disposition is not None:
-            row.update(
-                status=EventStatus.PROCESSED,
-                disposition=disposition,
-                disposition_detail=detail,
-                processed_at=now,
-            )
-        else:
-            row["status"] = EventStatus.RECEIVED
+        row = event_row(draft, self._clock(), disposition=disposition, detail=detail)
         return bool(driver.rows(self._conn, _INSERT(self._conn), row))
 
     def get(self, event_id: str) -> EventRecord | None:
