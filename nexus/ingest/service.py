@@ -107,6 +107,24 @@ def storable(event: NexusEvent) -> NexusEvent:
     return event if cleaned == dumped else NexusEvent.model_validate(cleaned)
 
 
+def _store(uow: UnitOfWork, event: NexusEvent) -> bool:
+    """Store the event, a person's with their contact touched (or created on first
+    contact); False when it was stored before. Someone seen before costs one statement."""
+    if not event.routable or event.sender is None:
+        return uow.ledger.events.insert(_draft(event, None))
+    sender = event.sender
+    known = uow.ledger.events.insert_from_known_sender(
+        _draft(event, None),
+        platform=event.platform,
+        sender_id=sender.id,
+        display_name=sender.display_name,
+    )
+    if known is not None:
+        return known[1]
+    contact_id = uow.ledger.identity.touch_contact(event.platform, sender.id, sender.display_name)
+    return uow.ledger.events.insert(_draft(event, contact_id))
+
+
 def ingest(uow: UnitOfWork, events: Sequence[NexusEvent], doorbell: Doorbell) -> list[Ingested]:
     """Record `events` in the caller's unit of work; the caller commits, then answers 2xx.
 
@@ -117,12 +135,7 @@ def ingest(uow: UnitOfWork, events: Sequence[NexusEvent], doorbell: Doorbell) ->
     """
     results: list[Ingested] = []
     for event in map(storable, events):
-        contact_id = None
-        if event.routable and event.sender is not None:
-            contact_id = uow.ledger.identity.touch_contact(
-                event.platform, event.sender.id, event.sender.display_name
-            )
-        stored = uow.ledger.events.insert(_draft(event, contact_id))
+        stored = _store(uow, event)
         if stored and event.delivery_status and event.message_id:
             detail = apply_status(uow, event.adapter, event.message_id, event.delivery_status)
             uow.ledger.events.mark_processed(event.id, STATUS, detail)

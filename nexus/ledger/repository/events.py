@@ -16,6 +16,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
@@ -138,6 +139,44 @@ def event_row(
     return row
 
 
+# Postgres: a known sender's contact touched and their event stored in one statement (the
+# webhook's whole write). `contact` is None when the sender has no contact yet (nothing was
+# stored: the caller creates the contact, then stores the event); `event` is None when the
+# event was stored before (a platform's redelivery).
+_RECEIVED_COLUMNS = [*EventDraft.model_fields, "received_at", "status"]
+_touched = (
+    update(contacts)
+    .where(
+        contacts.c.platform == bindparam("contact_platform"),
+        contacts.c.sender_id == bindparam("contact_sender"),
+    )
+    .values(last_seen_at=bindparam("seen_at"), display_name=bindparam("seen_name"))
+    .returning(contacts.c.id)
+    .cte("touched")
+)
+_stored = (
+    postgresql.insert(events)
+    .from_select(
+        _RECEIVED_COLUMNS,
+        select(
+            *(
+                _touched.c.id
+                if name == "contact_id"
+                else bindparam(f"e_{name}", type_=events.c[name].type)
+                for name in _RECEIVED_COLUMNS
+            )
+        ),
+    )
+    .on_conflict_do_nothing(index_elements=["id"])
+    .returning(events.c.id)
+    .cte("stored")
+)
+_TOUCH_AND_INSERT = select(
+    select(_touched.c.id).scalar_subquery().label("contact"),
+    select(_stored.c.id).scalar_subquery().label("event"),
+)
+
+
 class EventRepository:
     def __init__(self, connection: Connection, clock: Clock) -> None:
         self._conn = connection
@@ -152,6 +191,26 @@ class EventRepository:
         insert and then an update): an event no router needs to see, such as a reply."""
         row = event_row(draft, self._clock(), disposition=disposition, detail=detail)
         return bool(driver.rows(self._conn, _INSERT(self._conn), row))
+
+    def insert_from_known_sender(
+        self, draft: EventDraft, *, platform: str, sender_id: str, display_name: str | None
+    ) -> tuple[str, bool] | None:
+        """Postgres: touch the sender's contact (`identity.touch_contact`) and store the event
+        with it (`insert`), one statement for someone seen before. Returns the contact id
+        and whether the event was new; None, having written nothing, when the sender has no
+        contact yet, or on another database (the caller then does both steps itself)."""
+        if self._conn.dialect.name != "postgresql":
+            return None
+        now = self._clock()
+        row = event_row(draft, now)
+        params = {f"e_{name}": row[name] for name in _RECEIVED_COLUMNS if name != "contact_id"}
+        params.update(
+            contact_platform=platform, contact_sender=sender_id, seen_at=now, seen_name=display_name
+        )
+        found = driver.one_or_none(self._conn, _TOUCH_AND_INSERT, params)
+        if found is None or found["contact"] is None:
+            return None
+        return str(found["contact"]), found["event"] is not None
 
     def get(self, event_id: str) -> EventRecord | None:
         row = self._conn.execute(_GET, {"event_id": event_id}).one_or_none()
