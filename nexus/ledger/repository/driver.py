@@ -1,20 +1,22 @@
-"""Hot statements compiled once and handed straight to the driver (sqlite3 or psycopg).
+"""Hot statements compiled once and handed straight to the driver (psycopg 3 or sqlite3).
 
 SQLAlchemy's per-execution work (parameter processing, execution context, result metadata)
-cost ~110 µs a statement on Postgres and ~20 µs on SQLite: on the turn commit and the
-snapshot read that was more than the database's own work. The statements stay SQLAlchemy
-Core constructs defined once in the repository; only their execution skips the per-call
-layer. What that layer did and these paths still must do, they do themselves:
+cost ~110 µs a statement on Postgres and ~20 µs on SQLite: more than the database's own
+work for most of the statements a message runs. The statements stay Core constructs built
+once in the repository; only their execution skips the per-call layer, and what that layer
+did they still get here:
 
+- the columns an INSERT or UPDATE names come from its parameters, and Python-side column
+  defaults are filled in;
+- JSON parameters are bound as Core binds them (psycopg's `Jsonb`, JSON text for sqlite3);
 - the connection's `before_cursor_execute`/`after_cursor_execute` events fire, so whatever
   counts or logs statements (the counts benchmark, the tests) still sees each one;
 - a driver error goes through Core's own handling: raised as SQLAlchemy's exception for it
   (`IntegrityError`, …), and a lost connection drops the pool's connections.
 
-Parameters must be what the driver accepts as they are: JSON already serialised (the
-statement casts it), no Python-side type processing. Rows come back as plain dicts on
-psycopg 3 (which decodes JSONB itself). With other drivers `rows()` and `execute()` go
-through Core, whose result processing decodes what sqlite3 and psycopg2 leave as text.
+Rows come back as plain dicts from psycopg 3 (which decodes JSONB itself). `rows()` reads
+through Core on the other drivers, whose JSON columns only Core's result processing
+decodes; psycopg2 takes Core for everything. docs/ledger.md has the list of statements.
 """
 
 from __future__ import annotations
