@@ -145,6 +145,10 @@ def route_waiting(
     A burst from one sender costs its identity, policy and session reads once, and each
     session's lock and cap once: the per-event work is the queue item itself."""
     waiting = uow.ledger.events.claim_waiting(limit=limit)
+    # One event has one session, so no lock order to keep: its session is locked as it is
+    # resolved, a round trip less than locking it apart (below).
+    lock_as_resolved = len(waiting) == 1
+    locked: set[str] = set()
     principals: dict[tuple[str, str | None], Principal] = {}
     personas: dict[str, str] = {}
     by_key: dict[str, SessionRecord] = {}
@@ -164,7 +168,9 @@ def route_waiting(
         session = by_key.get(decision.session_key)
         if session is None:
             # The persona is looked up only for a session that does not exist yet.
-            session = uow.ledger.sessions.resolve(decision.session_key)
+            session = uow.ledger.sessions.resolve(decision.session_key, lock=lock_as_resolved)
+            if session is not None and lock_as_resolved:
+                locked.add(session.id)
         if session is None:
             if decision.persona not in personas:
                 personas[decision.persona] = uow.ledger.agents.ensure(decision.persona).id
@@ -189,7 +195,9 @@ def route_waiting(
     # Locked in one order (by id) by every router: two runs each holding one session that
     # the other wants next would deadlock, and Postgres breaks that only after a second.
     for session_id, arrivals_for in sorted(plan.items()):
-        items = _queue_many(uow, sessions[session_id], arrivals_for, arrivals)
+        items = _queue_many(
+            uow, sessions[session_id], arrivals_for, arrivals, locked=session_id in locked
+        )
         for came, item_id in zip(arrivals_for, items, strict=True):
             results[came.event.id] = ProcessedEvent(
                 came.event.id, "queued", session_id, sessions[session_id].label, item_id
@@ -203,17 +211,25 @@ def _queue_many(
     session: SessionRecord,
     events: Sequence[Arrival],
     arrivals: ArrivalSignals | None,
+    *,
+    locked: bool = False,
 ) -> list[str]:
-    """`queue_into` for several events of one session: one lock, one cap decision (under the
-    settings the first of them arrived with), and at most one abort signal however many
-    interrupting messages arrived."""
-    uow.ledger.sessions.lock(session.id)
+    """`queue_into` for several events of one session: one lock (none when `locked`: the
+    caller holds it), one cap decision (under the settings the first of them arrived with,
+    counted with the last enqueue), and at most one abort signal however many interrupting
+    messages arrived."""
+    if not locked:
+        uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
     queued: list[tuple[str, EventRecord, QueueMode]] = []
     abort = False
-    for came in events:
+    waiting: int | None = None
+    for position, came in enumerate(events):
         event, mode = came.event, came.mode
-        item_id, created = uow.ledger.queue.enqueue(_item(session, came))
+        if position == len(events) - 1:
+            item_id, created, waiting = uow.ledger.queue.enqueue_counting(_item(session, came))
+        else:
+            item_id, created = uow.ledger.queue.enqueue(_item(session, came))
         item_ids.append(item_id)
         if created:
             queued.append((item_id, event, mode))
@@ -223,7 +239,9 @@ def _queue_many(
             else:
                 _signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
     limits = events[0].settings
-    dropped = drop_over_cap(uow, session.id, cap=limits.cap.value, policy=limits.drop.value)
+    dropped = drop_over_cap(
+        uow, session.id, cap=limits.cap.value, policy=limits.drop.value, waiting=waiting
+    )
     if arrivals is not None:
         if abort:  # first: a running turn stops sooner
             uow.after_commit(partial(arrivals.request_abort, session.id))
@@ -327,10 +345,12 @@ def queue_into(
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
     uow.ledger.sessions.lock(session.id)
-    item_id, created = uow.ledger.queue.enqueue(_item(session, came))
+    item_id, created, waiting = uow.ledger.queue.enqueue_counting(_item(session, came))
     if created:
         limits = came.settings
-        dropped = drop_over_cap(uow, session.id, cap=limits.cap.value, policy=limits.drop.value)
+        dropped = drop_over_cap(
+            uow, session.id, cap=limits.cap.value, policy=limits.drop.value, waiting=waiting
+        )
         if doorbell is not None:
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:

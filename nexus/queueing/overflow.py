@@ -24,16 +24,26 @@ class Overflow:
     reason: str = ""
 
 
-def drop_over_cap(uow: UnitOfWork, session_id: str, *, cap: int, policy: DropPolicy) -> Overflow:
+def drop_over_cap(
+    uow: UnitOfWork,
+    session_id: str,
+    *,
+    cap: int,
+    policy: DropPolicy,
+    waiting: int | None = None,
+) -> Overflow:
     """Drop what is over the cap; returns what was dropped. The caller holds the session's
     lock (`sessions.lock`), so routers count the queue one at a time. The count is its own
     statement, after the lock: on Postgres a statement that waited for the lock still reads
-    as of when it started, and would miss what the router it waited for queued. Almost
-    always under the cap: a count says so, and the items are read only past it."""
-    if cap <= 0 or uow.ledger.queue.count_queued(session_id) <= cap:
+    as of when it started, and would miss what the router it waited for queued. `waiting`
+    is that count when the caller took it already, with its enqueue (`enqueue_counting`).
+    Almost always under the cap: a count says so, and the items are read only past it."""
+    if waiting is None and cap > 0:
+        waiting = uow.ledger.queue.count_queued(session_id)
+    if cap <= 0 or waiting is None or waiting <= cap:
         return Overflow()
-    waiting = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
-    decision = over_cap(waiting, cap=cap, policy=policy)
+    queued = uow.ledger.queue.for_session(session_id, statuses=[QueueStatus.QUEUED])
+    decision = over_cap(queued, cap=cap, policy=policy)
     if not decision.dropped:
         return Overflow()
     detail = f"queue cap {cap} reached (policy {policy})"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from sqlalchemy import event as sql_event
 
 from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
@@ -174,3 +177,55 @@ def test_a_run_claims_its_items_under_a_new_epoch(database: Database) -> None:
     assert [item.id for item in claimed] == [ids[2], ids[0]]  # in the order asked
     assert all(i.status == QueueStatus.CLAIMED and i.claimed_epoch == epoch for i in claimed)
     assert all(item.attempts == 1 for item in claimed) and none == []
+
+
+def _writes() -> tuple[list[str], Callable[..., None]]:
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        if not sql.lstrip().upper().startswith("BEGIN"):
+            seen.append(sql)
+
+    return seen, record
+
+
+def test_an_enqueue_counts_what_waits_with_it_in_one_statement(database: Database) -> None:
+    """The cap's count rides with the enqueue: the new item, the session's other queued
+    items, not its claimed ones nor another session's; a second enqueue of one event
+    creates nothing and counts the same. One statement on Postgres."""
+    for number in range(1, 4):
+        _event(database, f"api:{number}")
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        other = new_session(uow.ledger, "other")
+        uow.ledger.queue.enqueue(NewQueueItem(session_id=other.id, mode=QueueMode.QUEUE))
+        claimed, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, event_id="api:1", mode=QueueMode.QUEUE)
+        )
+        epoch = uow.ledger.sessions.claim(session.id)
+        uow.ledger.queue.claim_ids([claimed], epoch=epoch, lease_ms=1_000)
+        uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=session.id, event_id="api:2", mode=QueueMode.QUEUE)
+        )
+        uow.commit()
+    seen, record = _writes()
+    sql_event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        with database.unit_of_work() as uow:
+            first = uow.ledger.queue.enqueue_counting(
+                NewQueueItem(session_id=session.id, event_id="api:3", mode=QueueMode.QUEUE)
+            )
+            uow.commit()
+    finally:
+        sql_event.remove(database.engine, "before_cursor_execute", record)
+    with database.unit_of_work() as uow:
+        again = uow.ledger.queue.enqueue_counting(
+            NewQueueItem(session_id=session.id, event_id="api:3", mode=QueueMode.QUEUE)
+        )
+        stored = uow.ledger.queue.get(first.item_id)
+        uow.commit()
+    assert first.created and first.waiting == 2  # api:2 and api:3; api:1 is claimed
+    assert again == (first.item_id, False, 2)
+    assert stored is not None and stored.status == QueueStatus.QUEUED
+    if database.dialect == "postgresql":
+        assert len(seen) == 1, seen

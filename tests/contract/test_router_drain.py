@@ -176,6 +176,47 @@ def test_two_routers_at_once_take_different_events(pg_database: Database, clock:
     assert [e.event_id for e in others.events] == ["telegram:7", "telegram:8"]
 
 
+@pytest.mark.postgres
+def test_a_run_of_one_event_locks_its_session_with_the_read_that_resolves_it(
+    pg_database: Database, clock: FakeClock
+) -> None:
+    """One event has one session, so no lock order to keep: the resolve takes the lock
+    (no statement of its own), and the cap's count comes with the enqueue. Another router
+    waits for that lock until the run commits, as it waited for the separate one."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    _store(pg_database, clock, ("telegram:1", "ann"))
+    with pg_database.unit_of_work() as uow:
+        [first] = route_waiting(uow, POLICIES).events
+        uow.commit()
+    _store(pg_database, clock, ("telegram:2", "ann"))
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        seen.append(sql)
+
+    sql_event.listen(pg_database.engine, "before_cursor_execute", record)
+    try:
+        with pg_database.unit_of_work() as uow:
+            [second] = route_waiting(uow, POLICIES).events
+            # The session's lock is held: another transaction cannot take it meanwhile.
+            with pg_database.unit_of_work() as other:
+                other.connection.execute(text("SET LOCAL lock_timeout = '100ms'"))
+                with pytest.raises(OperationalError, match="lock timeout"):
+                    other.ledger.sessions.lock(first.session_id or "")
+            uow.commit()
+    finally:
+        sql_event.remove(pg_database.engine, "before_cursor_execute", record)
+    # The run's own statements: those before the other transaction's.
+    ours = [s for s in seen[: seen.index("SET LOCAL lock_timeout = '100ms'")]]
+    ours = [s for s in ours if not s.startswith("BEGIN")]
+    assert second.disposition == "queued" and second.session_id == first.session_id
+    # The waiting event, its session (read and locked), the item (and the count), the mark.
+    assert len(ours) == 4, ours
+    assert "FOR NO KEY UPDATE" in ours[1]
+
+
 def test_a_ring_delivered_again_rings_the_session_its_event_still_waits_in(
     database: Database, clock: FakeClock
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, func, select, update
 
@@ -17,6 +18,7 @@ from nexus.ledger.repository.queue_sql import (
     CLAIM_IDS,
     COUNT_QUEUED,
     ENQUEUE,
+    ENQUEUE_COUNTING,
     ENQUEUED_ID,
     EVENT_FIELDS,
     FOR_SESSION,
@@ -37,39 +39,63 @@ _FINAL = {
 }
 
 
+class Enqueued(NamedTuple):
+    """An enqueue's item, whether the call created it, and how many of its session's items
+    wait (queued, not claimed) with it: what the queue cap is checked against."""
+
+    item_id: str
+    created: bool
+    waiting: int
+
+
 class QueueRepository:
     def __init__(self, connection: Connection, clock: Clock) -> None:
         self._conn = connection
         self._clock = clock
+        self._postgres = connection.dialect.name == "postgresql"
 
     def enqueue(self, item: NewQueueItem) -> tuple[str, bool]:
         """Queue an input; routing one event to one session twice yields one item.
 
         Returns the item's id and whether this call created it.
         """
-        now = self._clock()
-        item_id = new_id()
-        inserted = driver.rows(
-            self._conn,
-            ENQUEUE(self._conn),
-            {
-                "item_id": item_id,
-                "item_session": item.session_id,
-                "item_event": item.event_id,
-                "item_mode": item.mode,
-                "item_priority": item.priority,
-                "item_source": item.source,
-                "item_payload": item.payload,
-                "item_available_at": item.available_at if item.available_at is not None else now,
-                "item_now": now,
-            },
-        )
+        inserted = driver.rows(self._conn, ENQUEUE(self._conn), self._enqueue_params(item))
         if inserted:
             return str(inserted[0]["id"]), True
+        return self._enqueued_id(item), False
+
+    def enqueue_counting(self, item: NewQueueItem) -> Enqueued:
+        """`enqueue`, and how many of the session's items then wait: one statement on
+        Postgres (two on SQLite, in-process). The caller holds the session's lock, taken by
+        an earlier statement: a statement that waited for the lock would still count as of
+        when it started, missing what the router it waited for queued."""
+        if not self._postgres:
+            item_id, created = self.enqueue(item)
+            return Enqueued(item_id, created, self.count_queued(item.session_id))
+        (row,) = driver.rows(self._conn, ENQUEUE_COUNTING(self._conn), self._enqueue_params(item))
+        if row["id"] is not None:
+            return Enqueued(str(row["id"]), True, int(row["queued"]))
+        return Enqueued(self._enqueued_id(item), False, int(row["queued"]))
+
+    def _enqueue_params(self, item: NewQueueItem) -> dict[str, Any]:
+        now = self._clock()
+        return {
+            "item_id": new_id(),
+            "item_session": item.session_id,
+            "item_event": item.event_id,
+            "item_mode": item.mode,
+            "item_priority": item.priority,
+            "item_source": item.source,
+            "item_payload": item.payload,
+            "item_available_at": item.available_at if item.available_at is not None else now,
+            "item_now": now,
+        }
+
+    def _enqueued_id(self, item: NewQueueItem) -> str:
         existing = self._conn.execute(
             ENQUEUED_ID, {"item_session": item.session_id, "item_event": item.event_id}
         ).scalar_one()
-        return str(existing), False
+        return str(existing)
 
     def claim(
         self, session_id: str, *, epoch: int, lease_ms: int, limit: int = 1

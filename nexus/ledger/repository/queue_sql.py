@@ -52,6 +52,29 @@ def _enqueue(connection: Connection) -> Any:
 
 
 ENQUEUE = PerDialect(_enqueue)
+
+# How many of the item's session's items wait (queued, not claimed), by the enqueue's names.
+_WAITING_WITH_ITEM = (
+    select(func.count())
+    .select_from(queue_items)
+    .where(queue_items.c.session_id == bindparam("item_session"))
+    .where(queue_items.c.status == QueueStatus.QUEUED)
+)
+
+
+def _enqueue_counting(connection: Connection) -> Any:
+    """Postgres: the enqueue as a CTE, and the cap's count beside it in one statement. The
+    count reads the table as the statement started, without the row its CTE inserts: that
+    row is added as the CTE's own count (0 when the item was there already)."""
+    new_item = _enqueue(connection).cte("new_item")
+    inserted = select(func.count()).select_from(new_item).scalar_subquery()
+    return select(
+        select(new_item.c.id).scalar_subquery().label("id"),
+        (_WAITING_WITH_ITEM.scalar_subquery() + inserted).label("queued"),
+    )
+
+
+ENQUEUE_COUNTING = PerDialect(_enqueue_counting)
 ENQUEUED_ID = select(queue_items.c.id).where(
     queue_items.c.session_id == bindparam("item_session"),
     queue_items.c.event_id == bindparam("item_event"),

@@ -26,6 +26,7 @@ from nexus.ledger.repository.sessions_sql import (
     NEW_SESSION,
     RECORD_MOVE,
     RESOLVE,
+    RESOLVE_LOCKING,
     SESSION_BY_ID,
     SESSION_BY_LABEL,
 )
@@ -56,19 +57,23 @@ class SessionRepository:
         """The session with exactly this label; aliases are not followed."""
         return self._one(SESSION_BY_LABEL, {"label": label})
 
-    def resolve(self, label: str) -> SessionRecord | None:
+    def resolve(self, label: str, *, lock: bool = False) -> SessionRecord | None:
         """The session that what is addressed to `label` goes to: its aliases followed first,
         one after another, to a label that is no alias; else the session with the label
         itself; else None. An alias wins over a session with the same label: a merge
         leaves the merged-away sessions in place, and their labels must lead to the
-        primary (seed 002: "non-primary sessions stop receiving new messages")."""
+        primary (seed 002: "non-primary sessions stop receiving new messages").
+
+        With `lock`, the session found is locked as `lock()` locks it, in the same
+        statement in the common case (a label that is no alias)."""
         if "\x00" in label:
             # No stored label can hold NUL (labels refuse control characters, and Postgres
             # text cannot hold it at all); asking the database would fail, not miss.
             return None
         # One statement in the common case: the session with this label, and whether the
         # label is also an alias (which then wins).
-        row = driver.one_or_none(self._conn, RESOLVE, {"label": label})
+        statement = RESOLVE_LOCKING if lock else RESOLVE
+        row = driver.one_or_none(self._conn, statement, {"label": label})
         if row is None:
             target = self._alias_target(label)
             if target is None:
@@ -79,7 +84,10 @@ class SessionRepository:
             return SessionRecord.model_validate(fields)
         else:
             target = row["onward"]
-        return self.get_by_label(self.final_label(target))
+        found = self.get_by_label(self.final_label(target))
+        if found is not None and lock:
+            self.lock(found.id)
+        return found
 
     def final_label(self, label: str) -> str:
         """Where `label`'s aliases lead: the first label on the way that is no alias."""

@@ -23,6 +23,9 @@ ALIAS_TARGET = select(aliases.c.session_label).where(aliases.c.alias == bindpara
 RESOLVE = select(ALIAS_TARGET.scalar_subquery().label("onward"), *_SESSION_COLUMNS).where(
     sessions.c.label == bindparam("label")
 )
+# ...and the session's row locked as `SessionRepository.lock` locks it (FOR NO KEY UPDATE),
+# for a router that routes one event: its lock and its read in one round trip.
+RESOLVE_LOCKING = RESOLVE.with_for_update(key_share=True)
 
 # Inserts take their values by column name at execution.
 RECORD_MOVE = insert(history)
