@@ -98,8 +98,11 @@ class RedisCoordination:
     def clear_abort(self, session_id: str) -> None:
         self._redis.delete(self._key("abort", session_id))
 
-    def clear_signals(self, session_id: str) -> None:
-        self._redis.delete(self._key("abort", session_id), self._key("steer", session_id))
+    def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.delete(self._key("abort", session_id), self._key("steer", session_id))
+        self._add_events(pipe, then)
+        pipe.execute()
 
     def abort_requested(self, session_id: str) -> bool:
         return bool(self._redis.exists(self._key("abort", session_id)))
@@ -133,16 +136,19 @@ class RedisCoordination:
         if not events:
             return
         pipe = self._redis.pipeline(transaction=False)
+        self._add_events(pipe, events)
+        pipe.execute()
+
+    def _add_events(self, pipe: Any, events: Sequence[StreamEvent]) -> None:
         keys: dict[str, None] = {}
         for session_id, event_type, data in events:
             key = self._key("stream", session_id)
             keys[key] = None
             fields = {"type": event_type, "data": json.dumps(data, default=str)}
-            pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)  # type: ignore[arg-type]
+            pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)
             self._follow(pipe, StreamEvent(session_id, event_type, data))
         for key in keys:
             pipe.expire(key, STREAM_TTL_S)
-        pipe.execute()
 
     def _follow(self, pipe: Any, event: StreamEvent) -> None:
         """The running-turn record, kept in the same round trip as the events it follows."""

@@ -57,9 +57,10 @@ class Coordination(Protocol):
 
     def clear_abort(self, session_id: str) -> None: ...
 
-    def clear_signals(self, session_id: str) -> None:
-        """Drop the abort flag and the steer inbox at once (one round trip): a turn about to
-        start answers whatever raised them, from the queue."""
+    def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
+        """Drop the abort flag and the steer inbox at once, and publish `then` after
+        (`publish_many`), all in one round trip: a turn that has started answers whatever
+        raised them, from the queue."""
         ...
 
     def abort_requested(self, session_id: str) -> bool: ...
@@ -180,9 +181,11 @@ class InProcessCoordination:
     def clear_abort(self, session_id: str) -> None:
         self.signals.clear_abort(session_id)
 
-    def clear_signals(self, session_id: str) -> None:
+    def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
         self.signals.clear_abort(session_id)
         self.signals.take_steering(session_id)
+        if then:
+            self.publish_many(then)
 
     def abort_requested(self, session_id: str) -> bool:
         return self.signals.abort_requested(session_id)

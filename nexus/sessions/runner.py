@@ -44,7 +44,7 @@ from nexus.queueing.modes import (
 )
 from nexus.queueing.overflow import SUMMARY_PENDING, summarize_overflow
 from nexus.sessions.claims import Claim, InlineClaim, RunReport
-from nexus.sessions.signals import RunSignals
+from nexus.sessions.signals import ClearingPublisher, RunSignals
 
 log = structlog.get_logger(__name__)
 
@@ -262,8 +262,9 @@ class SessionRunner:
         stream, goes out with the turn's first publish."""
         epoch, plan, events, overflow = claim.epoch, claim.plan, claim.events, claim.overflow
         # Signals raised before this turn began are answered by this turn's inputs (they are
-        # in the queue, which is where this turn came from): start clean.
-        self.coordination.clear_signals(session_id)
+        # in the queue, which is where this turn came from): start clean, with the turn's
+        # first publish (ClearingPublisher), before its first model call.
+        publisher = ClearingPublisher(self.coordination, self.engine.publisher, session_id)
         cleared = self.clock()
         signals = RunSignals(
             self.coordination,
@@ -272,8 +273,9 @@ class SessionRunner:
             holding={item.id for item in plan.items},
             cleared_at=cleared,
         )
-        engine = dataclasses.replace(self.engine, signals=signals)
+        engine = dataclasses.replace(self.engine, signals=signals, publisher=publisher)
         if plan.command == COMPACT:
+            publisher.settle()
             if announce:
                 self.coordination.publish_many(announce)
             return self._compact(session_id, epoch, plan, engine)
@@ -297,6 +299,8 @@ class SessionRunner:
         except Exception as error:  # a bug in one turn must not wedge the session
             log.exception("turn_crashed", session_id=session_id)
             return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
+        finally:
+            publisher.settle()
         return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
 
     def _compact(self, session_id: str, epoch: int, plan: Run, engine: Engine) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from nexus.engine.query import QueryMessage
+from nexus.engine.stream import StreamEvent, StreamPublisher
 from nexus.ids import Clock
 from nexus.queueing.coordination import Coordination
 
@@ -36,6 +40,7 @@ class RunSignals:
         # model call `steer_waiting` asks for at the end; its input is queued either way.
         self._next_poll_ms = None if cleared_at is None else cleared_at + ABORT_POLL_MS
         self._first_take_ms = self._next_poll_ms
+        self._quiet_until_ms = self._next_poll_ms
         self.timed_out = False
 
     def abort_requested(self, session_id: str) -> bool:
@@ -57,4 +62,42 @@ class RunSignals:
         return [m for m in taken if m.queue_item_id not in self._holding]
 
     def steer_waiting(self, session_id: str) -> bool:
+        # Asked once a final answer is in. Within a poll interval of the clear it is not
+        # asked, as the first take is not: an answer that quick leaves a steer that landed
+        # meanwhile queued, for the next turn to answer, a round trip saved on every quick
+        # turn (a model's answer takes longer than the interval).
+        if self._quiet_until_ms is not None and self._clock() < self._quiet_until_ms:
+            return False
         return self._coordination.steer_waiting(session_id)
+
+
+class ClearingPublisher:
+    """A turn's publisher that clears its session's signals with the turn's first publish
+    (`session.started` and the model call's `step.started`, a millisecond or two after the
+    claim): one round trip, not one more before it. What raised a signal before the clear
+    is answered from the queue, by this turn or the next. `settle` clears them if nothing
+    was published yet (a turn that failed first, or a compaction)."""
+
+    def __init__(self, coordination: Coordination, inner: StreamPublisher, session_id: str) -> None:
+        self._coordination = coordination
+        self._inner = inner
+        self._session_id = session_id
+        self._cleared = False
+
+    def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        self.publish_many([StreamEvent(session_id, event_type, data)])
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        if self._cleared:
+            self._inner.publish_many(events)
+            return
+        self._cleared = True
+        if self._inner is self._coordination:  # as deployed: the stream is Redis too
+            self._coordination.clear_signals(self._session_id, then=events)
+        else:
+            self._coordination.clear_signals(self._session_id)
+            self._inner.publish_many(events)
+
+    def settle(self) -> None:
+        if not self._cleared:
+            self.publish_many(())

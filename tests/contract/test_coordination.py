@@ -246,3 +246,28 @@ def test_clearing_signals_drops_the_abort_flag_and_the_steer_inbox_together(
     coordination.clear_signals("s")
     assert not coordination.abort_requested("s") and coordination.take_steering("s") == []
     assert coordination.abort_requested("other")  # another session's are its own
+
+
+def test_signals_cleared_with_a_publish_are_gone_and_the_events_are_out(
+    coordination: Coordination,
+) -> None:
+    """A turn's first publish carries the clear of its signals: both happen, the events in
+    order, and the running-turn record follows `session.started` as any publish's would."""
+    lease = coordination.acquire("session:c1", 30_000)  # the run's: running() needs it
+    assert lease is not None
+    coordination.request_abort("c1")
+    coordination.steer("c1", QueryMessage(text="also this"))
+    start = coordination.stream_tail("c1")
+    coordination.clear_signals(
+        "c1",
+        then=[
+            StreamEvent("c1", "session.started", {"turn_id": "t1", "worker": "w:1"}),
+            StreamEvent("c1", "step.started", {"call": 1}),
+        ],
+    )
+    assert not coordination.abort_requested("c1") and coordination.take_steering("c1") == []
+    seen = coordination.read_stream("c1", start, block_ms=100)
+    assert [e.type for e in seen] == ["session.started", "step.started"]
+    running = coordination.running("c1")
+    assert running is not None and (running.turn_id, running.step) == ("t1", "model call 1")
+    lease.release()

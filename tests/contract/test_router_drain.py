@@ -17,7 +17,7 @@ from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.drain import EventRouter
 from nexus.ingest.router import ProcessedEvent, route_waiting
 from nexus.ingest.service import ingest
-from nexus.ledger.enums import Disposition, EventStatus, QueueStatus
+from nexus.ledger.enums import Disposition, EventStatus, QueueStatus, TurnStatus
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.claims import InlineClaim
 from nexus.sessions.runner import SessionRunner
@@ -394,3 +394,33 @@ def test_a_session_claimed_inline_is_sent_no_abort_but_a_busy_one_is(
     router.drain(rang_for="telegram:2")
     assert coordination.aborts == [session]
     held.release()
+
+
+def test_a_turn_clears_its_signals_with_its_first_publish(
+    database: Database, clock: FakeClock
+) -> None:
+    """An abort left from before the turn (raised while another run held the session) does
+    not stop it: the turn clears its signals, in the same call as its first publish
+    (`session.started`, `step.started`), not in a round trip of its own."""
+    _store(database, clock, ("telegram:1", "ann"))
+    router, coordination = _inline(database, clock)
+    [first] = router.drain(rang_for="telegram:1")
+    session = first.session_id or ""
+    clears: list[list[str]] = []
+    clear = coordination.clear_signals
+
+    def recording(session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
+        clears.append([event.type for event in then])
+        clear(session_id, then=then)
+
+    coordination.clear_signals = recording  # type: ignore[method-assign]
+    coordination.request_abort(session)  # stale: raised before this turn began
+    _store(database, clock, ("telegram:2", "ann"))
+    router.drain(rang_for="telegram:2")
+    assert len(clears) == 1 and clears[0][-2:] == ["session.started", "step.started"]
+    with database.unit_of_work() as uow:
+        second = [i for i in uow.ledger.queue.for_session(session) if i.event_id == "telegram:2"]
+        turn = uow.ledger.threads.get_turn(second[0].consumed_by_turn_id or "")
+    assert second[0].status == QueueStatus.DONE
+    assert turn is not None and turn.turn.status == TurnStatus.COMPLETED  # not aborted
+    assert not coordination.abort_requested(session)

@@ -321,6 +321,7 @@ def test_a_steer_during_the_final_answer_gets_one_more_model_call_in_the_same_tu
             setup.session_id,
             QueryMessage(text="only the numbers", queue_item_id=item_id, extends_answer=True),
         )
+        clock.advance(ABORT_POLL_MS)  # an answer takes a model a while
         return Say("The report says many things.")
 
     setup.rig.model.push(answer_while_steered, Say("3, 5 and 8."))
@@ -329,6 +330,28 @@ def test_a_steer_during_the_final_answer_gets_one_more_model_call_in_the_same_tu
     (item,) = [i for i in _items(setup) if i.id == steered[0]]
     assert item.disposition == Disposition.INJECTED
     assert len(setup.rig.model.requests) == 2
+
+
+def test_a_steer_during_an_answer_quicker_than_a_poll_interval_gets_the_next_turn(
+    database: Database, clock: FakeClock
+) -> None:
+    """The inbox is not asked within a poll interval of the turn's start (a round trip
+    saved on every quick turn): a steer that lands during an answer that quick stays
+    queued and is answered by the next turn, not lost."""
+    setup = _setup(database, clock)
+    _enqueue(setup, "summarise the report")
+
+    def answer_while_steered(request: object) -> Say:
+        item_id = _enqueue(setup, "only the numbers", QueueMode.STEER)
+        setup.coordination.steer(
+            setup.session_id,
+            QueryMessage(text="only the numbers", queue_item_id=item_id, extends_answer=True),
+        )
+        return Say("The report says many things.")
+
+    setup.rig.model.push(answer_while_steered, Say("3, 5 and 8."))
+    assert setup.runner.run(setup.session_id).turns == 2
+    assert _chain_texts(setup) == [["summarise the report"], ["only the numbers"]]
 
 
 def test_a_steer_backlog_message_waits_for_the_next_turn_instead(

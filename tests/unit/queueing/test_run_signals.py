@@ -83,10 +83,15 @@ class CountingSteer(CountingCoordination):
     def __init__(self) -> None:
         super().__init__()
         self.taken = 0
+        self.looked = 0
 
     def take_steering(self, session_id: str) -> list[QueryMessage]:
         self.taken += 1
         return super().take_steering(session_id)
+
+    def steer_waiting(self, session_id: str) -> bool:
+        self.looked += 1
+        return super().steer_waiting(session_id)
 
 
 def test_the_first_model_call_right_after_the_clear_does_not_ask_for_steering() -> None:
@@ -100,3 +105,17 @@ def test_the_first_model_call_right_after_the_clear_does_not_ask_for_steering() 
     clock.advance(ABORT_POLL_MS)
     assert [m.text for m in signals.take_steering("s")] == ["also this"]
     assert coordination.taken == 1
+
+
+def test_an_answer_within_a_poll_interval_of_the_clear_does_not_ask_for_a_steer() -> None:
+    """A turn whose answer is in before a poll interval has passed asks nothing (its steer,
+    if one landed, stays queued for the next turn); a later answer asks, and finds it."""
+    clock, coordination = FakeClock(), CountingSteer()
+    signals = _cleared_now(clock, coordination)
+    coordination.steer("s", QueryMessage(text="and this", extends_answer=True))
+    clock.advance(ABORT_POLL_MS - 1)
+    assert signals.steer_waiting("s") is False
+    assert coordination.looked == 0
+    clock.advance(1)
+    assert signals.steer_waiting("s") is True
+    assert coordination.looked == 1
