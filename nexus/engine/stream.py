@@ -55,7 +55,9 @@ class StreamPublisher(Protocol):
 class LeadingPublisher:
     """Holds events that lead (a turn's `session.started`) and sends them first in the same
     call as the next publish, a round trip saved: the model call's `step.started` follows a
-    millisecond or two later, and nothing is published in between."""
+    millisecond or two later, and nothing is published in between. A model call's end
+    (`step.generated`) is held the same way (`hold`), for the publish that follows it at
+    once: the next model call's start, a tool's, or the turn's commit."""
 
     def __init__(self, inner: StreamPublisher, leading: Sequence[StreamEvent]) -> None:
         self._inner = inner
@@ -67,6 +69,10 @@ class LeadingPublisher:
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         held, self._held = self._held, []
         self._inner.publish_many([*held, *events])
+
+    def hold(self, events: Sequence[StreamEvent]) -> None:
+        """Send `events` first with the next publish (or the flush), not now."""
+        self._held.extend(events)
 
     def flush(self) -> None:
         """Send what is still held (nothing else was published)."""

@@ -37,6 +37,7 @@ from nexus.engine.stream import (
     TOOL_COMPLETED,
     TOOL_STARTED,
     DeltaCoalescer,
+    LeadingPublisher,
     StreamEvent,
     StreamPublisher,
 )
@@ -206,7 +207,9 @@ class TurnMachine:
                     generated = self._event(
                         state, STEP_GENERATED, {"stop_reason": event.stop_reason}
                     )
-                    self._flush(state, deltas.drain(), generated)
+                    # Sent with what follows at once (a tool's start, the next call's, the
+                    # commit's report), one round trip for both, where the publisher holds.
+                    self._flush(state, deltas.drain(), generated, hold=True)
                     return self._answered(state, event)
                 if self._aborted(state):
                     self._thinking(state, thoughts.drain())
@@ -365,13 +368,23 @@ class TurnMachine:
             self._flush(state, due, self._event(state, STEP_GENERATING, dict(progress)), first=True)
 
     def _flush(
-        self, state: TurnState, text: str | None, *then: StreamEvent, first: bool = False
+        self,
+        state: TurnState,
+        text: str | None,
+        *then: StreamEvent,
+        first: bool = False,
+        hold: bool = False,
     ) -> None:
         """The held-back text as one `message.delta`, with `then` (after it, or before it
-        when `first`), in one publish."""
+        when `first`), in one publish; with `hold`, in the next one where the publisher
+        holds events (`LeadingPublisher.hold`)."""
         delta = [self._event(state, MESSAGE_DELTA, {"text": text})] if text else []
         events = [*then, *delta] if first else [*delta, *then]
-        if events:
+        if not events:
+            return
+        if hold and isinstance(self.publisher, LeadingPublisher):
+            self.publisher.hold(events)
+        else:
             self.publisher.publish_many(events)
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+from collections.abc import Sequence
 
 from nexus.db import Database
 from nexus.engine.model import ModelError, ModelRequest
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import SCRIPTED_NOTICE, CallTools, Fail, Say, ScriptStep
+from nexus.engine.stream import RecordingPublisher, StreamEvent
 from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus
 from tests.contract.engine_support import RecordingTool, build_rig
 from tests.support import FakeClock
@@ -233,8 +236,8 @@ def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
     database: Database, clock: FakeClock
 ) -> None:
     """A fast stream of 300 words costs one `step.generating` and at most two deltas; all
-    a turn tells its stream takes four publishes (four Redis round trips), not one per
-    event or per token."""
+    a turn tells its stream takes three publishes (three Redis round trips), not one per
+    event or per token: the model call's end goes out with the commit's report."""
     rig = build_rig(database, clock)
     session = rig.session()
     rig.model.push(Say(" ".join(f"word{n}" for n in range(300))))
@@ -242,15 +245,51 @@ def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
     types = rig.publisher.types(session.id)
     assert types.count("step.generating") == 1
     assert 1 <= types.count("message.delta") <= 2
-    assert types[-4:] == [
+    assert types[-5:] == [
+        "step.generated",
         "message.created",
         "message.created",
         "turn.committed",
         "session.completed",
     ]
-    # (session and step started) · (generating + delta) · (delta + generated) · (the commit)
-    assert rig.publisher.calls == 4 < len(types)
+    # (session and step started) · (generating + delta) · (delta + generated + the commit)
+    assert rig.publisher.calls == 3 < len(types)
     assert types[:2] == ["session.started", "step.started"]
+
+
+class _Grouping(RecordingPublisher):
+    """Keeps each publish's event types together: one publish, one round trip."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[list[str]] = []
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        if events:
+            self.groups.append([event.type for event in events])
+        super().publish_many(events)
+
+
+def test_a_model_calls_end_goes_out_with_what_follows_it(
+    database: Database, clock: FakeClock
+) -> None:
+    """`step.generated` waits for the publish that follows it at once: the first tool's
+    `tool.started` after a call that asked for tools, the commit's report after the answer.
+    Nothing is lost or reordered on the stream."""
+    lookup = RecordingTool("lookup", answer={"found": 3})
+    rig = build_rig(database, clock, tools=[lookup], granted=["lookup"])
+    grouping = _Grouping()
+    rig.engine = dataclasses.replace(rig.engine, publisher=grouping)
+    session = rig.session(capabilities=["test_tools"])
+    rig.model.push(CallTools((("lookup", {"q": "x"}),)), Say("There are 3."))
+    assert rig.say(session.id, "how many?").status == "committed"
+    with_tool = [g for g in grouping.groups if "tool.started" in g]
+    assert with_tool and with_tool[0][-2:] == ["step.generated", "tool.started"]
+    last = grouping.groups[-1]
+    assert "step.generated" in last and last[-2:] == ["turn.committed", "session.completed"]
+    flat = [kind for group in grouping.groups for kind in group]
+    assert flat.count("step.generated") == 2
+    assert flat.index("tool.started") > flat.index("step.generated")
 
 
 def test_a_slow_stream_reports_progress_once_per_interval(
