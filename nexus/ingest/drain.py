@@ -15,6 +15,7 @@ from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.router import ROUTE_BATCH, ArrivalSignals, ProcessedEvent, route_waiting
+from nexus.ledger.records import EventRecord, QueueItemRecord
 from nexus.sessions.claims import InlineClaim
 
 log = structlog.get_logger(__name__)
@@ -23,7 +24,13 @@ log = structlog.get_logger(__name__)
 class InlineRuns(Protocol):
     """The session run, as the router drives one inline (`nexus.sessions.runner`)."""
 
-    def claim_inline(self, uow: UnitOfWork, session_id: str) -> InlineClaim | None: ...
+    def claim_inline(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        *,
+        alone: tuple[QueueItemRecord, EventRecord] | None = None,
+    ) -> InlineClaim | None: ...
 
     def run(self, session_id: str, *, claimed: InlineClaim | None = None) -> object: ...
 
@@ -102,7 +109,7 @@ class EventRouter:
                 last = len(drained.events) < self.batch
                 inline = drained.sessions[-1] if last and drained.sessions and self.runs else None
                 if inline is not None and self.runs is not None:
-                    claimed = self.runs.claim_inline(uow, inline)
+                    claimed = self.runs.claim_inline(uow, inline, alone=drained.alone.get(inline))
                     arrivals.claimed = claimed.session_id if claimed is not None else None
                 try:
                     uow.commit()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal, Protocol
 
@@ -31,11 +31,12 @@ from nexus.ledger.records import (
     EventRecord,
     NewQueueItem,
     NewSession,
+    QueueItemRecord,
     SessionRecord,
 )
 from nexus.ledger.repository import NotFound
 from nexus.queueing.modes import arrival_action
-from nexus.queueing.overflow import Overflow, drop_over_cap
+from nexus.queueing.overflow import SUMMARY_PENDING, Overflow, drop_over_cap
 from nexus.queueing.settings import (
     item_payload,
 )
@@ -124,10 +125,14 @@ def process_event(
 
 @dataclass(frozen=True)
 class Drained:
-    """What one router run routed, and the sessions that now have work (each once)."""
+    """What one router run routed, and the sessions that now have work (each once).
+    `alone`: for a session whose whole queue, as a session run would read it, is the one
+    item this run queued, that item and its event as claimed here (its disposition written
+    since): a run claiming in this transaction need not read the queue."""
 
     events: tuple[ProcessedEvent, ...]
     sessions: tuple[str, ...]
+    alone: dict[str, tuple[QueueItemRecord, EventRecord]] = field(default_factory=dict)
 
 
 def route_waiting(
@@ -192,18 +197,23 @@ def route_waiting(
         plan.setdefault(session.id, []).append(arrival(session, decision, event, queueing))
         outcomes.append((event.id, QUEUED, f"session {session.label}"))
     sessions = {s.id: s for s in by_key.values()}
+    alone: dict[str, tuple[QueueItemRecord, EventRecord]] = {}
     # Locked in one order (by id) by every router: two runs each holding one session that
     # the other wants next would deadlock, and Postgres breaks that only after a second.
     for session_id, arrivals_for in sorted(plan.items()):
-        items = _queue_many(
+        items, only = _queue_many(
             uow, sessions[session_id], arrivals_for, arrivals, locked=session_id in locked
         )
+        if only is not None:
+            alone[session_id] = (only, arrivals_for[0].event)
         for came, item_id in zip(arrivals_for, items, strict=True):
             results[came.event.id] = ProcessedEvent(
                 came.event.id, "queued", session_id, sessions[session_id].label, item_id
             )
     uow.ledger.events.mark_many_processed(outcomes)
-    return Drained(events=tuple(results[event.id] for event, _ in waiting), sessions=tuple(plan))
+    return Drained(
+        events=tuple(results[event.id] for event, _ in waiting), sessions=tuple(plan), alone=alone
+    )
 
 
 def _queue_many(
@@ -213,21 +223,25 @@ def _queue_many(
     arrivals: ArrivalSignals | None,
     *,
     locked: bool = False,
-) -> list[str]:
+) -> tuple[list[str], QueueItemRecord | None]:
     """`queue_into` for several events of one session: one lock (none when `locked`: the
     caller holds it), one cap decision (under the settings the first of them arrived with,
     counted with the last enqueue), and at most one abort signal however many interrupting
-    messages arrived."""
+    messages arrived. Returns the items, and the one item when it is all the session has
+    open (`Enqueued.alone`)."""
     if not locked:
         uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
     queued: list[tuple[str, EventRecord, QueueMode]] = []
     abort = False
     waiting: int | None = None
+    alone: QueueItemRecord | None = None
     for position, came in enumerate(events):
         event, mode = came.event, came.mode
         if position == len(events) - 1:
-            item_id, created, waiting = uow.ledger.queue.enqueue_counting(_item(session, came))
+            item_id, created, waiting, alone = uow.ledger.queue.enqueue_counting(
+                _item(session, came), summary_marker=SUMMARY_PENDING
+            )
         else:
             item_id, created = uow.ledger.queue.enqueue(_item(session, came))
         item_ids.append(item_id)
@@ -246,7 +260,8 @@ def _queue_many(
         if abort:  # first: a running turn stops sooner
             uow.after_commit(partial(arrivals.request_abort, session.id))
         _announce(uow, arrivals, session.id, queued, dropped)
-    return item_ids
+    # What the cap dropped is no longer the item alone (and it owes a summary now).
+    return item_ids, alone if len(events) == 1 and not dropped.item_ids else None
 
 
 def _item(session: SessionRecord, came: Arrival) -> NewQueueItem:
@@ -345,7 +360,9 @@ def queue_into(
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
     uow.ledger.sessions.lock(session.id)
-    item_id, created, waiting = uow.ledger.queue.enqueue_counting(_item(session, came))
+    item_id, created, waiting, _ = uow.ledger.queue.enqueue_counting(
+        _item(session, came), summary_marker=SUMMARY_PENDING
+    )
     if created:
         limits = came.settings
         dropped = drop_over_cap(

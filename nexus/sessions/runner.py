@@ -65,10 +65,19 @@ class SessionRunner:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_turns_per_run: int = 50  # then re-ring, so one busy session cannot hog a worker
 
-    def claim_inline(self, uow: UnitOfWork, session_id: str) -> InlineClaim | None:
+    def claim_inline(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        *,
+        alone: tuple[QueueItemRecord, EventRecord] | None = None,
+    ) -> InlineClaim | None:
         """In the caller's transaction (the router's, which just queued the session's work):
         take the lease, read the queue and claim the first turn, so that routing and the
         claim commit together, one transaction and its commit's flush less per message.
+        `alone`: the item (with its event) that the caller just queued and found to be the
+        session's whole queue as `_look` reads it, in this transaction under the session's
+        lock; then the queue is not read again.
 
         None, holding nothing, unless it is a plain claim: the session is busy (its holder
         looks at the queue again when it releases), stale claims are to be settled, or
@@ -78,7 +87,11 @@ class SessionRunner:
         if lease is None:
             return None
         try:
-            claim = self._look(uow, session_id, stale_first=True)
+            if alone is not None:
+                item, event = alone
+                claim: Claim | str | None = self._claim(uow, session_id, [(item, event)], [item])
+            else:
+                claim = self._look(uow, session_id, stale_first=True)
         except BaseException:
             lease.release()
             raise

@@ -10,6 +10,7 @@ from sqlalchemy import event as sql_event
 from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import EventDraft, NewQueueItem
+from nexus.ledger.repository.queue import Enqueued
 from tests.support import FakeClock, new_session
 
 
@@ -213,19 +214,75 @@ def test_an_enqueue_counts_what_waits_with_it_in_one_statement(database: Databas
     try:
         with database.unit_of_work() as uow:
             first = uow.ledger.queue.enqueue_counting(
-                NewQueueItem(session_id=session.id, event_id="api:3", mode=QueueMode.QUEUE)
+                NewQueueItem(session_id=session.id, event_id="api:3", mode=QueueMode.QUEUE),
+                summary_marker=MARKER,
             )
             uow.commit()
     finally:
         sql_event.remove(database.engine, "before_cursor_execute", record)
     with database.unit_of_work() as uow:
         again = uow.ledger.queue.enqueue_counting(
-            NewQueueItem(session_id=session.id, event_id="api:3", mode=QueueMode.QUEUE)
+            NewQueueItem(session_id=session.id, event_id="api:3", mode=QueueMode.QUEUE),
+            summary_marker=MARKER,
         )
         stored = uow.ledger.queue.get(first.item_id)
         uow.commit()
     assert first.created and first.waiting == 2  # api:2 and api:3; api:1 is claimed
-    assert again == (first.item_id, False, 2)
+    assert first.alone is None  # others wait, and one is claimed
+    assert (again.item_id, again.created, again.waiting, again.alone) == (
+        first.item_id,
+        False,
+        2,
+        None,
+    )
     assert stored is not None and stored.status == QueueStatus.QUEUED
     if database.dialect == "postgresql":
         assert len(seen) == 1, seen
+
+
+MARKER = "; summary pending"
+
+
+def test_an_enqueue_says_when_its_item_is_all_a_run_would_find(database: Database) -> None:
+    """`alone` (Postgres) is the new item as stored when nothing else of its session is
+    queued or claimed and no dropped item still owes its summary; otherwise None."""
+    for number in range(1, 6):
+        _event(database, f"api:{number}")
+
+    def enqueue(session_id: str, event_id: str) -> Enqueued:
+        with database.unit_of_work() as uow:
+            found = uow.ledger.queue.enqueue_counting(
+                NewQueueItem(session_id=session_id, event_id=event_id, mode=QueueMode.QUEUE),
+                summary_marker=MARKER,
+            )
+            uow.commit()
+        return found
+
+    with database.unit_of_work() as uow:
+        quiet, owing, busy = (new_session(uow.ledger, label) for label in ("a", "b", "c"))
+        dropped, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=owing.id, mode=QueueMode.QUEUE)
+        )
+        uow.ledger.queue.dispose(
+            [dropped],
+            status=QueueStatus.DROPPED,
+            disposition=Disposition.DROPPED,
+            detail=f"queue cap 1 reached{MARKER}",
+        )
+        claimed, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=busy.id, mode=QueueMode.QUEUE)
+        )
+        epoch = uow.ledger.sessions.claim(busy.id)
+        uow.ledger.queue.claim_ids([claimed], epoch=epoch, lease_ms=1_000)
+        uow.commit()
+    first = enqueue(quiet.id, "api:1")
+    second = enqueue(quiet.id, "api:2")
+    behind_drop = enqueue(owing.id, "api:3")
+    behind_claim = enqueue(busy.id, "api:4")
+    assert second.alone is None and behind_drop.alone is None and behind_claim.alone is None
+    if database.dialect == "postgresql":
+        assert first.alone is not None
+        assert (first.alone.id, first.alone.event_id) == (first.item_id, "api:1")
+        assert first.alone.status == QueueStatus.QUEUED and first.alone.attempts == 0
+    else:
+        assert first.alone is None  # SQLite does not say; the run reads its queue

@@ -17,7 +17,8 @@ from nexus.ingest.arrival import QueuePolicy
 from nexus.ingest.drain import EventRouter
 from nexus.ingest.router import ProcessedEvent, route_waiting
 from nexus.ingest.service import ingest
-from nexus.ledger.enums import Disposition, EventStatus, QueueStatus, TurnStatus
+from nexus.ledger.enums import Disposition, EventStatus, QueueMode, QueueStatus, TurnStatus
+from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.claims import InlineClaim
 from nexus.sessions.runner import SessionRunner
@@ -51,7 +52,13 @@ class _Runs:
     def __init__(self, ran: list[str]) -> None:
         self.ran = ran
 
-    def claim_inline(self, uow: UnitOfWork, session_id: str) -> InlineClaim | None:
+    def claim_inline(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        *,
+        alone: tuple[QueueItemRecord, EventRecord] | None = None,
+    ) -> InlineClaim | None:
         return None
 
     def run(self, session_id: str, *, claimed: InlineClaim | None = None) -> None:
@@ -424,3 +431,47 @@ def test_a_turn_clears_its_signals_with_its_first_publish(
     assert second[0].status == QueueStatus.DONE
     assert turn is not None and turn.turn.status == TurnStatus.COMPLETED  # not aborted
     assert not coordination.abort_requested(session)
+
+
+def test_an_inline_claim_of_a_lone_item_does_not_read_the_queue_again(
+    database: Database, clock: FakeClock
+) -> None:
+    """The router's enqueue says when its item is all the session has open (Postgres): the
+    inline claim then takes it without reading the queue. With anything else open (here a
+    claim a dead run left) the claim reads the queue, which finds the stale claim and
+    leaves the session to its run, which settles it first."""
+    _store(database, clock, ("telegram:1", "ann"))
+    router, _ = _inline(database, clock)
+    [first] = router.drain(rang_for="telegram:1")
+    session = first.session_id or ""
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        seen.append(sql)
+
+    def queue_reads() -> int:
+        return sum("FROM queue_items LEFT OUTER JOIN events" in sql for sql in seen)
+
+    _store(database, clock, ("telegram:2", "ann"))
+    sql_event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        router.drain(rang_for="telegram:2")
+        lone_reads = queue_reads()
+        with database.unit_of_work() as uow:  # a run that died holding a claim
+            stale, _ = uow.ledger.queue.enqueue(
+                NewQueueItem(session_id=session, mode=QueueMode.QUEUE)
+            )
+            epoch = uow.ledger.sessions.claim(session)
+            uow.ledger.queue.claim_ids([stale], epoch=epoch, lease_ms=1_000)
+            uow.commit()
+        seen.clear()
+        _store(database, clock, ("telegram:3", "ann"))
+        router.drain(rang_for="telegram:3")
+    finally:
+        sql_event.remove(database.engine, "before_cursor_execute", record)
+    assert lone_reads == (0 if database.dialect == "postgresql" else 1)
+    assert queue_reads() >= 1
+    with database.unit_of_work() as uow:
+        items = {i.event_id: i for i in uow.ledger.queue.for_session(session)}
+    assert items["telegram:2"].status == QueueStatus.DONE
+    assert items["telegram:3"].status in (QueueStatus.QUEUED, QueueStatus.DONE)

@@ -41,11 +41,15 @@ _FINAL = {
 
 class Enqueued(NamedTuple):
     """An enqueue's item, whether the call created it, and how many of its session's items
-    wait (queued, not claimed) with it: what the queue cap is checked against."""
+    wait (queued, not claimed) with it: what the queue cap is checked against. `alone` is
+    the new item as stored when it is all a session run would find (nothing else queued or
+    claimed, no dropped item still owed its summary); None when there is more, or when
+    the backend does not say (SQLite)."""
 
     item_id: str
     created: bool
     waiting: int
+    alone: QueueItemRecord | None = None
 
 
 class QueueRepository:
@@ -64,18 +68,24 @@ class QueueRepository:
             return str(inserted[0]["id"]), True
         return self._enqueued_id(item), False
 
-    def enqueue_counting(self, item: NewQueueItem) -> Enqueued:
+    def enqueue_counting(self, item: NewQueueItem, *, summary_marker: str) -> Enqueued:
         """`enqueue`, and how many of the session's items then wait: one statement on
-        Postgres (two on SQLite, in-process). The caller holds the session's lock, taken by
-        an earlier statement: a statement that waited for the lock would still count as of
+        Postgres (two on SQLite, in-process), which also says whether the new item is
+        `alone` (dropped items owing their summary end their detail with `summary_marker`,
+        as `open_for_run` reads them). The caller holds the session's lock, taken by an
+        earlier statement: a statement that waited for the lock would still count as of
         when it started, missing what the router it waited for queued."""
         if not self._postgres:
             item_id, created = self.enqueue(item)
             return Enqueued(item_id, created, self.count_queued(item.session_id))
-        (row,) = driver.rows(self._conn, ENQUEUE_COUNTING(self._conn), self._enqueue_params(item))
-        if row["id"] is not None:
-            return Enqueued(str(row["id"]), True, int(row["queued"]))
-        return Enqueued(self._enqueued_id(item), False, int(row["queued"]))
+        params = {**self._enqueue_params(item), "marker": summary_marker}
+        (row,) = driver.rows(self._conn, ENQUEUE_COUNTING(self._conn), params)
+        waiting = int(row["queued"])
+        if row["q_id"] is None:
+            return Enqueued(self._enqueued_id(item), False, waiting)
+        stored = QueueItemRecord.model_validate({n: row[f"q_{n}"] for n in ITEM_FIELDS})
+        alone = waiting == 1 and row["claimed"] == 0 and row["owed"] == 0
+        return Enqueued(stored.id, True, waiting, stored if alone else None)
 
     def _enqueue_params(self, item: NewQueueItem) -> dict[str, Any]:
         now = self._clock()

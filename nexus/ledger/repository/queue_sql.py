@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, String, any_, bindparam, cast, func, or_, select, update
+from sqlalchemy import Connection, String, any_, bindparam, cast, func, or_, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import QueueStatus
@@ -42,36 +43,49 @@ _ENQUEUE_VALUES: dict[str, Any] = {
 }
 
 
-def _enqueue(connection: Connection) -> Any:
+def _enqueue(connection: Connection, returning: Sequence[Any] = (queue_items.c.id,)) -> Any:
     return (
         upsert_insert(connection, queue_items)
         .values(**_ENQUEUE_VALUES)
         .on_conflict_do_nothing(index_elements=["session_id", "event_id"])
-        .returning(queue_items.c.id)
+        .returning(*returning)
     )
 
 
 ENQUEUE = PerDialect(_enqueue)
 
-# How many of the item's session's items wait (queued, not claimed), by the enqueue's names.
-_WAITING_WITH_ITEM = (
-    select(func.count())
-    .select_from(queue_items)
+# The item's session's queue by what a run would look at, by the enqueue's names: how many
+# wait (queued), how many are claimed, how many dropped ones still owe their summary.
+_status = queue_items.c.status
+_CENSUS = (
+    select(
+        func.count().filter(_status == QueueStatus.QUEUED).label("queued"),
+        func.count().filter(_status == QueueStatus.CLAIMED).label("claimed"),
+        func.count()
+        .filter(
+            (_status == QueueStatus.DROPPED)
+            & queue_items.c.disposition_detail.endswith(bindparam("marker"))
+        )
+        .label("owed"),
+    )
     .where(queue_items.c.session_id == bindparam("item_session"))
-    .where(queue_items.c.status == QueueStatus.QUEUED)
+    .subquery("census")
 )
 
 
 def _enqueue_counting(connection: Connection) -> Any:
-    """Postgres: the enqueue as a CTE, and the cap's count beside it in one statement. The
-    count reads the table as the statement started, without the row its CTE inserts: that
-    row is added as the CTE's own count (0 when the item was there already)."""
-    new_item = _enqueue(connection).cte("new_item")
+    """Postgres: the enqueue as a CTE, returning the row it wrote, and the session's queue
+    counted beside it, in one statement. The counts read the table as the statement
+    started, without the row its CTE inserts: that row is added to `queued` (none when the
+    item was there already)."""
+    new_item = _enqueue(connection, _ITEM_COLUMNS).cte("new_item")
     inserted = select(func.count()).select_from(new_item).scalar_subquery()
     return select(
-        select(new_item.c.id).scalar_subquery().label("id"),
-        (_WAITING_WITH_ITEM.scalar_subquery() + inserted).label("queued"),
-    )
+        *(new_item.c[column.name].label(f"q_{column.name}") for column in _ITEM_COLUMNS),
+        (_CENSUS.c.queued + inserted).label("queued"),
+        _CENSUS.c.claimed,
+        _CENSUS.c.owed,
+    ).select_from(_CENSUS.outerjoin(new_item, true()))
 
 
 ENQUEUE_COUNTING = PerDialect(_enqueue_counting)
