@@ -200,9 +200,17 @@ def route_waiting(
     alone: dict[str, tuple[QueueItemRecord, EventRecord]] = {}
     # Locked in one order (by id) by every router: two runs each holding one session that
     # the other wants next would deadlock, and Postgres breaks that only after a second.
-    for session_id, arrivals_for in sorted(plan.items()):
+    ordered = sorted(plan.items())
+    for position, (session_id, arrivals_for) in enumerate(ordered):
+        # The batch's last enqueue writes every event's disposition too: a statement less.
+        settle = outcomes if position == len(ordered) - 1 else ()
         items, only = _queue_many(
-            uow, sessions[session_id], arrivals_for, arrivals, locked=session_id in locked
+            uow,
+            sessions[session_id],
+            arrivals_for,
+            arrivals,
+            locked=session_id in locked,
+            settle=settle,
         )
         if only is not None:
             alone[session_id] = (only, arrivals_for[0].event)
@@ -210,7 +218,8 @@ def route_waiting(
             results[came.event.id] = ProcessedEvent(
                 came.event.id, "queued", session_id, sessions[session_id].label, item_id
             )
-    uow.ledger.events.mark_many_processed(outcomes)
+    if not ordered:  # nothing was queued (every event denied): no enqueue to ride with
+        uow.ledger.events.mark_many_processed(outcomes)
     return Drained(
         events=tuple(results[event.id] for event, _ in waiting), sessions=tuple(plan), alone=alone
     )
@@ -223,12 +232,14 @@ def _queue_many(
     arrivals: ArrivalSignals | None,
     *,
     locked: bool = False,
+    settle: Sequence[tuple[str, str, str | None]] = (),
 ) -> tuple[list[str], QueueItemRecord | None]:
     """`queue_into` for several events of one session: one lock (none when `locked`: the
     caller holds it), one cap decision (under the settings the first of them arrived with,
     counted with the last enqueue), and at most one abort signal however many interrupting
-    messages arrived. Returns the items, and the one item when it is all the session has
-    open (`Enqueued.alone`)."""
+    messages arrived. `settle`: what became of the router batch's events, written by the
+    last enqueue. Returns the items, and the one item when it is all the session has open
+    (`Enqueued.alone`)."""
     if not locked:
         uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
@@ -240,7 +251,7 @@ def _queue_many(
         event, mode = came.event, came.mode
         if position == len(events) - 1:
             item_id, created, waiting, alone = uow.ledger.queue.enqueue_counting(
-                _item(session, came), summary_marker=SUMMARY_PENDING
+                _item(session, came), summary_marker=SUMMARY_PENDING, settle=settle
             )
         else:
             item_id, created = uow.ledger.queue.enqueue(_item(session, came))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy import event as sql_event
 
-from nexus.access.policy import load_policies
+from nexus.access.policy import load_policies, parse_policies
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
 from nexus.engine.stream import StreamEvent
@@ -188,8 +188,9 @@ def test_a_run_of_one_event_locks_its_session_with_the_read_that_resolves_it(
     pg_database: Database, clock: FakeClock
 ) -> None:
     """One event has one session, so no lock order to keep: the resolve takes the lock
-    (no statement of its own), and the cap's count comes with the enqueue. Another router
-    waits for that lock until the run commits, as it waited for the separate one."""
+    (no statement of its own), and the cap's count and the event's disposition come with
+    the enqueue. Another router waits for that lock until the run commits, as it waited
+    for the separate one."""
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
@@ -219,9 +220,14 @@ def test_a_run_of_one_event_locks_its_session_with_the_read_that_resolves_it(
     ours = [s for s in seen[: seen.index("SET LOCAL lock_timeout = '100ms'")]]
     ours = [s for s in ours if not s.startswith("BEGIN")]
     assert second.disposition == "queued" and second.session_id == first.session_id
-    # The waiting event, its session (read and locked), the item (and the count), the mark.
-    assert len(ours) == 4, ours
+    # The waiting event, its session (read and locked), the item (with the cap's count and
+    # the event's disposition).
+    assert len(ours) == 3, ours
     assert "FOR NO KEY UPDATE" in ours[1]
+    with pg_database.unit_of_work() as uow:
+        settled = uow.ledger.events.get("telegram:2")
+    assert settled is not None and settled.status == EventStatus.PROCESSED
+    assert settled.disposition == "queued"
 
 
 def test_a_ring_delivered_again_rings_the_session_its_event_still_waits_in(
@@ -475,3 +481,59 @@ def test_an_inline_claim_of_a_lone_item_does_not_read_the_queue_again(
         items = {i.event_id: i for i in uow.ledger.queue.for_session(session)}
     assert items["telegram:2"].status == QueueStatus.DONE
     assert items["telegram:3"].status in (QueueStatus.QUEUED, QueueStatus.DONE)
+
+
+def test_a_batchs_dispositions_are_written_with_its_last_enqueue(
+    database: Database, clock: FakeClock
+) -> None:
+    """Every event of a batch gets its disposition - queued for two sessions, denied for a
+    group message no policy admits - written by the batch's last enqueue (no statement of
+    its own on Postgres); a batch that queues nothing writes them alone."""
+    dms_only = parse_policies(
+        "- name: dms-only\n  match: {delivery: {peer_kind: dm}}\n"
+        "  session: {key: 'dm:{principal.entity_id}', persona: atlas}\n"
+    )
+    _store(database, clock, ("telegram:1", "ann"), ("telegram:2", "bob"))
+    group = NexusEvent(
+        id="telegram:3",
+        adapter="telegram",
+        platform="telegram",
+        sender=Author(id="cat"),
+        container=Container(kind="group", id="-1"),
+        text="in a group",
+        occurred_at=0,
+    )
+    with database.unit_of_work() as uow:
+        ingest(uow, [group], RecordingDoorbell())
+        uow.commit()
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        seen.append(sql)
+
+    sql_event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        with database.unit_of_work() as uow:
+            drained = route_waiting(uow, dms_only)
+            uow.commit()
+    finally:
+        sql_event.remove(database.engine, "before_cursor_execute", record)
+    with database.unit_of_work() as uow:
+        stored = {n: uow.ledger.events.get(f"telegram:{n}") for n in (1, 2, 3)}
+    assert [e.disposition for e in drained.events] == ["queued", "queued", "denied"]
+    assert all(e is not None and e.status == EventStatus.PROCESSED for e in stored.values())
+    assert [e.disposition for e in stored.values() if e] == ["queued", "queued", "denied"]
+    assert stored[3] is not None and "no policy matched" in (stored[3].disposition_detail or "")
+    if database.dialect == "postgresql":
+        assert not [s for s in seen if s.lstrip().startswith("UPDATE events")]
+    # Only denied events: nothing to ride with, the dispositions are written alone.
+    with database.unit_of_work() as uow:
+        ingest(uow, [group.model_copy(update={"id": "telegram:4"})], RecordingDoorbell())
+        uow.commit()
+    with database.unit_of_work() as uow:
+        [denied] = route_waiting(uow, dms_only).events
+        uow.commit()
+    with database.unit_of_work() as uow:
+        alone = uow.ledger.events.get("telegram:4")
+    assert denied.disposition == "denied"
+    assert alone is not None and alone.disposition == "denied"

@@ -65,7 +65,7 @@ def _latest_routed(adapter: ColumnElement[bool]) -> Select[Any]:
 _LATEST_INBOUND = _latest_routed(events.c.adapter.in_(bindparam("adapters", expanding=True)))
 _LATEST_ROUTED = _latest_routed(events.c.adapter.not_in(bindparam("internal", expanding=True)))
 # Only the first disposition sticks: an event another path already settled is left alone.
-_MARK_PROCESSED = (
+MARK_PROCESSED = (
     update(events)
     .where(events.c.id == bindparam("event_id"), events.c.status == EventStatus.RECEIVED)
     .values(
@@ -254,7 +254,7 @@ class EventRepository:
         """Record what became of the event; only the first disposition sticks."""
         changed = driver.execute(
             self._conn,
-            _MARK_PROCESSED,
+            MARK_PROCESSED,
             {
                 "event_id": event_id,
                 "outcome": disposition,
@@ -270,7 +270,7 @@ class EventRepository:
             return
         driver.execute(
             self._conn,
-            _MARK_PROCESSED,
+            MARK_PROCESSED,
             [
                 {"event_id": e, "outcome": d, "outcome_detail": t, "now": self._clock()}
                 for e, d, t in outcomes

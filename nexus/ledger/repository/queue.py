@@ -13,12 +13,14 @@ from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.errors import NotFound
+from nexus.ledger.repository.events import MARK_PROCESSED
 from nexus.ledger.repository.queue_sql import (
     CLAIM_FOR_RUN,
     CLAIM_IDS,
     COUNT_QUEUED,
     ENQUEUE,
     ENQUEUE_COUNTING,
+    ENQUEUE_COUNTING_SETTLING,
     ENQUEUED_ID,
     EVENT_FIELDS,
     FOR_SESSION,
@@ -68,18 +70,40 @@ class QueueRepository:
             return str(inserted[0]["id"]), True
         return self._enqueued_id(item), False
 
-    def enqueue_counting(self, item: NewQueueItem, *, summary_marker: str) -> Enqueued:
+    def enqueue_counting(
+        self,
+        item: NewQueueItem,
+        *,
+        summary_marker: str,
+        settle: Sequence[tuple[str, str, str | None]] = (),
+    ) -> Enqueued:
         """`enqueue`, and how many of the session's items then wait: one statement on
         Postgres (two on SQLite, in-process), which also says whether the new item is
         `alone` (dropped items owing their summary end their detail with `summary_marker`,
-        as `open_for_run` reads them). The caller holds the session's lock, taken by an
-        earlier statement: a statement that waited for the lock would still count as of
-        when it started, missing what the router it waited for queued."""
+        as `open_for_run` reads them) and writes what became of the events in `settle`
+        (`events.mark_many_processed`'s rows: a router batch's last enqueue). The caller
+        holds the session's lock, taken by an earlier statement: a statement that waited
+        for the lock would still count as of when it started, missing what the router it
+        waited for queued."""
         if not self._postgres:
             item_id, created = self.enqueue(item)
-            return Enqueued(item_id, created, self.count_queued(item.session_id))
-        params = {**self._enqueue_params(item), "marker": summary_marker}
-        (row,) = driver.rows(self._conn, ENQUEUE_COUNTING(self._conn), params)
+            waiting = self.count_queued(item.session_id)
+            if settle:
+                now = self._clock()
+                rows = [
+                    {"event_id": e, "outcome": d, "outcome_detail": t, "now": now}
+                    for e, d, t in settle
+                ]
+                driver.execute(self._conn, MARK_PROCESSED, rows)
+            return Enqueued(item_id, created, waiting)
+        params: dict[str, Any] = {**self._enqueue_params(item), "marker": summary_marker}
+        statement = ENQUEUE_COUNTING(self._conn)
+        if settle:
+            statement = ENQUEUE_COUNTING_SETTLING(self._conn)
+            params["settle_ids"] = [event_id for event_id, _, _ in settle]
+            params["settle_outcomes"] = [outcome for _, outcome, _ in settle]
+            params["settle_details"] = [detail for _, _, detail in settle]
+        (row,) = driver.rows(self._conn, statement, params)
         waiting = int(row["queued"])
         if row["q_id"] is None:
             return Enqueued(self._enqueued_id(item), False, waiting)

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, String, any_, bindparam, cast, func, or_, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from nexus.ledger.enums import QueueStatus
+from nexus.ledger.enums import EventStatus, QueueStatus
 from nexus.ledger.models import Event, QueueItem, Session, table_of
 from nexus.ledger.records import EventRecord, QueueItemRecord
 from nexus.ledger.repository._sql import columns_for, upsert_insert
@@ -89,6 +89,41 @@ def _enqueue_counting(connection: Connection) -> Any:
 
 
 ENQUEUE_COUNTING = PerDialect(_enqueue_counting)
+
+# What the router's batch decided for each of its events (`events.mark_many_processed`'s
+# rows, as parallel arrays), written in the batch's last enqueue: only a first disposition
+# sticks, as there.
+_settled_rows = (
+    func.unnest(
+        cast(bindparam("settle_ids"), ARRAY(String())),
+        cast(bindparam("settle_outcomes"), ARRAY(String())),
+        cast(bindparam("settle_details"), ARRAY(String())),
+    )
+    .table_valued("id", "outcome", "detail")
+    .render_derived(name="settled_rows")
+)
+_SETTLED = (
+    update(events)
+    .where(events.c.id == _settled_rows.c.id)
+    .where(events.c.status == EventStatus.RECEIVED)
+    .values(
+        status=EventStatus.PROCESSED,
+        disposition=_settled_rows.c.outcome,
+        disposition_detail=_settled_rows.c.detail,
+        processed_at=bindparam("item_now"),
+    )
+    .returning(events.c.id)
+    .cte("settled")
+)
+
+
+def _enqueue_counting_settling(connection: Connection) -> Any:
+    """`_enqueue_counting`, with the batch's events' dispositions written by the same
+    statement (a data-modifying CTE runs whether or not the statement reads it)."""
+    return _enqueue_counting(connection).add_cte(_SETTLED)
+
+
+ENQUEUE_COUNTING_SETTLING = PerDialect(_enqueue_counting_settling)
 ENQUEUED_ID = select(queue_items.c.id).where(
     queue_items.c.session_id == bindparam("item_session"),
     queue_items.c.event_id == bindparam("item_event"),
