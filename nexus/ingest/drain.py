@@ -14,7 +14,8 @@ from nexus.doorbell import ROUTER_PENDING, Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.router import ROUTE_BATCH, ArrivalSignals, ProcessedEvent, route_waiting
+from nexus.ingest.batch import ROUTE_BATCH, route_waiting
+from nexus.ingest.router import ArrivalSignals, ProcessedEvent
 from nexus.ledger.records import EventRecord, QueueItemRecord
 from nexus.sessions.claims import InlineClaim
 
