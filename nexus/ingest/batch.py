@@ -1,5 +1,4 @@
-"""One router run's batch: the waiting events it claims, routed together in one
-transaction, each session's work queued (and its lock taken) once."""
+"""One router run's batch: waiting events claimed and routed in one transaction."""
 
 from __future__ import annotations
 

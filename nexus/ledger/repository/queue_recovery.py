@@ -1,0 +1,126 @@
+"""The queue's recovery: sessions owed a run, and claims that outlived their run put back."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, func, select, update
+
+from nexus.ids import Clock
+from nexus.ledger.enums import Disposition, QueueStatus
+from nexus.ledger.records import QueueItemRecord
+from nexus.ledger.repository import driver
+from nexus.ledger.repository.queue_sql import FOR_SESSION_WITH, STILL_OWING, queue_items
+
+
+class QueueRecovery:
+    """The queue repository's recovery half (`QueueRepository` is one)."""
+
+    _conn: Connection
+    _clock: Clock
+
+    def reap(self, *, max_attempts: int) -> tuple[int, int]:
+        """Return expired claims to the queue, or dead-letter those out of attempts.
+
+        Returns (requeued, dead_lettered).
+        """
+        now = self._clock()
+        expired = (queue_items.c.status == QueueStatus.CLAIMED) & (
+            queue_items.c.claim_expires_at < now
+        )
+        dead = self._conn.execute(
+            update(queue_items)
+            .where(expired & (queue_items.c.attempts >= max_attempts))
+            .values(
+                status=QueueStatus.DEAD,
+                disposition=Disposition.DEAD_LETTERED,
+                disposition_detail=f"claim expired after {max_attempts} attempts",
+                claim_expires_at=None,
+                updated_at=now,
+            )
+        ).rowcount
+        requeued = self._conn.execute(
+            update(queue_items)
+            .where(expired)
+            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
+        ).rowcount
+        return int(requeued), int(dead)
+
+    def sessions_with_ready_work(self, *, limit: int = 1000) -> list[str]:
+        """Sessions holding queued items that are due now (the relay re-rings these)."""
+        return list(
+            self._conn.execute(
+                select(queue_items.c.session_id)
+                .where(queue_items.c.status == QueueStatus.QUEUED)
+                .where(queue_items.c.available_at <= self._clock())
+                .group_by(queue_items.c.session_id)
+                .order_by(func.min(queue_items.c.enqueued_at))
+                .limit(limit)
+            ).scalars()
+        )
+
+    def sessions_with_claims(self, *, limit: int = 1000) -> list[str]:
+        """Sessions with items a run has claimed and not settled (a run under way, or one
+        that died), oldest claim first."""
+        return list(
+            self._conn.execute(
+                select(queue_items.c.session_id)
+                .where(queue_items.c.status == QueueStatus.CLAIMED)
+                .group_by(queue_items.c.session_id)
+                .order_by(func.min(queue_items.c.enqueued_at))
+                .limit(limit)
+            ).scalars()
+        )
+
+    def session_still_owing(self, event_id: str) -> str | None:
+        """The session whose queue still holds `event_id` unsettled (queued or claimed)."""
+        return self._conn.execute(STILL_OWING, {"owed_event": event_id}).scalar_one_or_none()
+
+    def sessions_owed_a_run(self, *, limit: int = 1000) -> list[str]:
+        """Sessions with ready queued items, or with claimed ones (a run that may have died:
+        ringing a live run's session is harmless, it answers "busy")."""
+        now = self._clock()
+        ready = (queue_items.c.status == QueueStatus.QUEUED) & (queue_items.c.available_at <= now)
+        return list(
+            self._conn.execute(
+                select(queue_items.c.session_id)
+                .where(ready | (queue_items.c.status == QueueStatus.CLAIMED))
+                .group_by(queue_items.c.session_id)
+                .order_by(func.min(queue_items.c.enqueued_at))
+                .limit(limit)
+            ).scalars()
+        )
+
+    def reclaim(self, session_id: str, *, max_attempts: int) -> list[QueueItemRecord]:
+        """Items a previous run of this session claimed and never settled, back to the queue
+        (or dead-lettered once out of attempts). Only the session's lease holder calls this,
+        so any claim it finds belongs to a run that died or lost its lease.
+
+        Returns the items as they were claimed (with the epoch of the run that lost them).
+        """
+        claimed = {"session_id": session_id, "status": QueueStatus.CLAIMED}
+        stale = [
+            QueueItemRecord.model_validate(row)
+            for row in driver.rows(self._conn, FOR_SESSION_WITH, claimed)
+        ]
+        if not stale:
+            return []
+        now = self._clock()
+        ids = [item.id for item in stale]
+        self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.attempts >= max_attempts)
+            .values(
+                status=QueueStatus.DEAD,
+                disposition=Disposition.DEAD_LETTERED,
+                disposition_detail=f"its run ended without settling it {max_attempts} times",
+                claim_expires_at=None,
+                updated_at=now,
+            )
+        )
+        self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.status == QueueStatus.CLAIMED)
+            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
+        )
+        return stale
