@@ -79,22 +79,35 @@ class UnitOfWork:
         """Run `callback` once this transaction has committed (never if it rolls back)."""
         self._callbacks.append(callback)
 
-    def commit(self) -> None:
+    def commit(self, *, hold: list[Callable[[], None]] | None = None) -> None:
+        """Commit, then run the after-commit callbacks; with `hold`, hand them to the caller
+        instead (appended to it), who runs them with `run_after_commit` when it is ready:
+        a turn's report on the stream goes out before the doorbells its commit rang."""
         if self._read_only:
             raise RuntimeError("a read-only unit of work writes nothing and has nothing to commit")
         if self._transaction is None:
             raise RuntimeError("the unit of work is not open: use it in a `with` block")
         self._transaction.commit()
         callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                # The commit stands. A lost doorbell is re-rung by the relay from the
-                # database, so a failing callback is logged, never raised into the caller.
-                log.exception("after_commit_callback_failed", callback=repr(callback))
+        if hold is not None:
+            hold.extend(callbacks)
+        else:
+            run_after_commit(callbacks)
 
     def rollback(self) -> None:
         if self._transaction is not None and self._transaction.is_active:
             self._transaction.rollback()
         self._callbacks.clear()
+
+
+def run_after_commit(callbacks: list[Callable[[], None]]) -> None:
+    """Run (and empty) `callbacks` of a committed unit of work, each whatever the others do."""
+    taken = callbacks[:]
+    callbacks.clear()
+    for callback in taken:
+        try:
+            callback()
+        except Exception:
+            # The commit stands. A lost doorbell is re-rung by the relay from the database,
+            # so a failing callback is logged, never raised into the caller.
+            log.exception("after_commit_callback_failed", callback=repr(callback))

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from nexus.db import Database
+from nexus.db.unit_of_work import run_after_commit
 from nexus.engine import compaction_policy
 from nexus.engine.attachments import AttachmentSource, WithAttachments
 from nexus.engine.capabilities import CapabilityRegistry
@@ -48,6 +49,7 @@ from nexus.engine.stream import (
     SESSION_STARTED,
     LeadingPublisher,
     NullPublisher,
+    Report,
     StreamEvent,
     StreamPublisher,
     worker_name,
@@ -216,8 +218,9 @@ class Engine:
         leading_publisher = LeadingPublisher(
             self.publisher, [*leading, StreamEvent(session_id, SESSION_STARTED, started)]
         )
-        # What the turn's commit reports goes out with how the session ended: one publish.
-        announce: list[StreamEvent] = []
+        # What the turn's commit reports goes out with how the session ended, one publish,
+        # and only then the doorbells the commit rang.
+        report = Report()
         try:
             outcome = dataclasses.replace(self, publisher=leading_publisher)._answer(
                 session_id,
@@ -226,24 +229,28 @@ class Engine:
                 epoch=epoch,
                 consumed=consumed,
                 queue_mode=queue_mode,
-                announce=announce,
+                report=report,
                 source=source,
             )
         except BaseException:
-            # Watchers still learn a turn started; the runner reports the rest.
-            leading_publisher.flush()
+            # Watchers still learn a turn started; the runner reports the rest. A commit
+            # made before the failure still rings.
+            try:
+                leading_publisher.flush()
+            finally:
+                run_after_commit(report.rings)
             raise
         ended = outcome.status == "committed" and (
             outcome.result is None or outcome.result.status != TurnStatus.FAILED
         )
-        announce.append(
+        report.events.append(
             StreamEvent(
                 session_id,
                 SESSION_COMPLETED if ended else SESSION_FAILED,
                 {"turn_id": outcome.turn_id, "status": outcome.status},
             )
         )
-        leading_publisher.publish_many(announce)  # with `session.started` if nothing went out yet
+        report.send(leading_publisher)  # with `session.started` if nothing went out yet
         return outcome
 
     def _answer(
@@ -255,7 +262,7 @@ class Engine:
         epoch: int,
         consumed: Sequence[ConsumedItem],
         queue_mode: QueueMode | None,
-        announce: list[StreamEvent],
+        report: Report,
         source: EventRecord | None = None,
     ) -> TurnOutcome:
         manual = (
@@ -283,7 +290,7 @@ class Engine:
             config = self._config(snapshot, queries)
         except ModelConfigError as error:
             return self._refuse_config(
-                snapshot, turn_id, queries, epoch=epoch, reason=str(error), announce=announce
+                snapshot, turn_id, queries, epoch=epoch, reason=str(error), report=report
             )
         assembled = self._assemble(snapshot, queries, config)
         if compaction_policy.should_compact(assembled.tokens, assembled.window):
@@ -332,14 +339,14 @@ class Engine:
             queue_mode=queue_mode,
             queries=queries,
             effects=effects,
-            announce=announce,
+            report=report,
             config=config,
             source=source,
         )
         asked = after.compaction
         if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
             try:
-                compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, announce))
+                compactions.append(self._compact_asked(session_id, turn_id, asked, epoch, report))
             except Exception:  # the turn is committed: a failed extra must not undo its report
                 log.exception("asked_compaction_failed", session_id=session_id, turn_id=turn_id)
         return TurnOutcome(status, turn_id, result, tuple(compactions))
@@ -352,7 +359,7 @@ class Engine:
         *,
         epoch: int,
         reason: str,
-        announce: list[StreamEvent],
+        report: Report,
     ) -> TurnOutcome:
         """The layers no longer fit together (say, a persona changed under a session's
         override): the attempt is recorded failed with the reason, and no model is called."""
@@ -367,7 +374,7 @@ class Engine:
             consumed=(),
             queue_mode=None,
             queries=queries,
-            announce=announce,
+            report=report,
             config=None,
         )
         return TurnOutcome(status, turn_id, result)
@@ -378,15 +385,14 @@ class Engine:
         turn_id: str,
         asked: CompactionAsk,
         epoch: int,
-        announce: list[StreamEvent],
+        report: Report,
     ) -> CompactionOutcome:
         """The compaction `compact_context` asked for, now that its turn is on the chain.
 
         Under the turn's epoch and in the same run, so the session still has one writer and
         a newer run fences it like any commit. Trigger `manual` (seed 002: a tool or the
         slash command); the turn's own events go out first, so watchers see them in order."""
-        self.publisher.publish_many(announce)
-        announce.clear()
+        report.send(self.publisher)
         return self._compact_snapshot(
             self.snapshot(session_id),
             epoch=epoch,
@@ -441,12 +447,12 @@ class Engine:
         queue_mode: QueueMode | None,
         queries: Sequence[QueryMessage],
         effects: Sequence[Effect] = (),
-        announce: list[StreamEvent],
+        report: Report,
         config: EffectiveConfig | None,
         source: EventRecord | None = None,
     ) -> str:
-        """Commit (or record) the turn; what a committed one reports is added to
-        `announce`, for the caller to publish after this commit."""
+        """Commit (or record) the turn; what a committed one reports, and the doorbells its
+        commit rang, are added to `report`, for the caller to send after this commit."""
         failed = result.status == TurnStatus.FAILED
         draft = answer_draft(
             turn_id=turn_id,
@@ -489,11 +495,11 @@ class Engine:
                 )
                 for hook in self.commit_hooks:
                     hook(uow, snapshot.session, turn_id, result, known)
-            uow.commit()
+            uow.commit(hold=report.rings)
         if outcome.status == "committed":
             if outcome.view is not None:
                 self.contexts.advance(snapshot.session.id, outcome.view)
-            announce.extend(reported(draft, outcome, result.status.value))
+            report.events.extend(reported(draft, outcome, result.status.value))
         return outcome.status
 
     # -- compaction --------------------------------------------------------------------------

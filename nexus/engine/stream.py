@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from nexus.db.unit_of_work import run_after_commit
+
 STEP_STARTED = "step.started"
 STEP_GENERATING = "step.generating"
 STEP_GENERATED = "step.generated"
@@ -78,6 +80,26 @@ class LeadingPublisher:
         """Send what is still held (nothing else was published)."""
         if self._held:
             self.publish_many(())
+
+
+@dataclass
+class Report:
+    """What a turn's commit tells the world once it is durable, in this order: its events on
+    the session's stream (one publish, with how the run ended), then the doorbells the
+    commit rang (a reply's delivery, a dispatched worker's session). The publish is one
+    Redis round trip and a broker's ring a few, so watchers do not wait behind the rings,
+    and a delivery waits one round trip."""
+
+    events: list[StreamEvent] = field(default_factory=list)
+    rings: list[Callable[[], None]] = field(default_factory=list)
+
+    def send(self, publisher: StreamPublisher) -> None:
+        """Publish the events, then ring (each ring whatever the publish or the others do)."""
+        events, self.events = self.events, []
+        try:
+            publisher.publish_many(events)
+        finally:
+            run_after_commit(self.rings)
 
 
 class NullPublisher:

@@ -444,3 +444,27 @@ def test_an_email_reply_keeps_its_subject_and_thread_from_the_raw_update(
     assert platform == "email"
     assert target["subject"] == "Re: Plans"
     assert target["in_reply_to"] == "<m1@example.com>"
+
+
+def test_a_replys_turn_is_on_the_stream_before_its_delivery_is_rung(
+    rig: OutboundRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit's report (one publish) goes out before the commit's doorbells: a watcher
+    learns of the turn a broker publish sooner, and the delivery waits one round trip."""
+    published_at_ring: list[list[str]] = []
+    ring = rig.doorbell.delivery_ready
+
+    def delivery_ready(delivery_id: str, delay_ms: int = 0) -> None:
+        published_at_ring.append(rig.rig.publisher.types())
+        ring(delivery_id, delay_ms)
+
+    monkeypatch.setattr(rig.doorbell, "delivery_ready", delivery_ready)
+    event = _telegram(rig)
+    session = rig.rig.session("dm:telegram:4242")
+
+    rig.answer(session, event, "hello there")
+
+    [types] = published_at_ring
+    assert types[-2:] == ["turn.committed", "session.completed"]
+    assert rig.rig.publisher.types()[-2:] == ["turn.committed", "session.completed"]
+    assert rig.pump() == ["sent"]
