@@ -239,30 +239,3 @@ class InProcessCoordination:
         self, session_id: str, after: str, *, block_ms: int
     ) -> list[StreamEntry]:
         return await self.log.read_async(session_id, after, block_ms=block_ms)
-
-
-class KeepAlive:
-    """Extends a lease every third of its TTL on a daemon thread while a turn runs (a
-    model call can outlast any fixed TTL). `lost` turns true if an extension fails: the run
-    goes on, and the epoch fence decides whether its commit still counts."""
-
-    def __init__(self, lease: Lease, ttl_ms: int) -> None:
-        self._lease = lease
-        self._every = ttl_ms / 3000
-        self._stop = threading.Event()
-        self.lost = False
-        self._thread = threading.Thread(target=self._run, name="lease-keepalive", daemon=True)
-
-    def __enter__(self) -> KeepAlive:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._every):
-            if not self._lease.extend():
-                self.lost = True
-                return

@@ -33,7 +33,8 @@ from nexus.ledger.enums import (
     TurnStatus,
 )
 from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
-from nexus.queueing.coordination import Coordination, KeepAlive, Lease
+from nexus.queueing.coordination import Coordination, Lease
+from nexus.queueing.keepalive import KeepAlive
 from nexus.queueing.modes import (
     COMPACT,
     DEFAULT_COLLECT_WINDOW_MS,

@@ -10,7 +10,8 @@ import uuid
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
-from nexus.queueing.coordination import Coordination, KeepAlive
+from nexus.queueing.coordination import Coordination
+from nexus.queueing.keepalive import KeepAlive
 from nexus.queueing.running import RunningTurn
 
 
