@@ -10,7 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+import structlog
+
 from nexus.db.unit_of_work import run_after_commit
+
+log = structlog.get_logger(__name__)
 
 STEP_STARTED = "step.started"
 STEP_GENERATING = "step.generating"
@@ -98,6 +102,10 @@ class Report:
         events, self.events = self.events, []
         try:
             publisher.publish_many(events)
+        except Exception:
+            # The turn is committed and the stream is best effort: a watcher that missed the
+            # report reads the ledger; the turn is not a crash, and its doorbells still ring.
+            log.warning("turn_report_unpublished", events=len(events), exc_info=True)
         finally:
             run_after_commit(self.rings)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from sqlalchemy import event as sql_event
@@ -15,6 +15,7 @@ from standardwebhooks.webhooks import Webhook
 from nexus.access.policy import load_policies
 from nexus.db import Database
 from nexus.engine.scripted import Say
+from nexus.engine.stream import StreamEvent
 from nexus.event import Container, NexusEvent
 from nexus.identity.merge import merge_entities
 from nexus.ingest.router import process_event
@@ -467,4 +468,28 @@ def test_a_replys_turn_is_on_the_stream_before_its_delivery_is_rung(
     [types] = published_at_ring
     assert types[-2:] == ["turn.committed", "session.completed"]
     assert rig.rig.publisher.types()[-2:] == ["turn.committed", "session.completed"]
+    assert rig.pump() == ["sent"]
+
+
+def test_a_committed_turn_whose_report_cannot_be_published_still_answers(
+    rig: OutboundRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream is best effort: Redis failing as the report goes out leaves the turn
+    committed (not reported to the run as a crash) and its reply still rung."""
+    publisher = rig.rig.publisher
+    publish_many = publisher.publish_many
+
+    def failing(events: Sequence[StreamEvent]) -> None:
+        if any(event.type == "turn.committed" for event in events):
+            raise ConnectionError("the stream's Redis went away")
+        publish_many(events)
+
+    monkeypatch.setattr(publisher, "publish_many", failing)
+    event = _telegram(rig)
+    session = rig.rig.session("dm:telegram:4242")
+
+    turn_id = rig.answer(session, event, "hello there")
+
+    assert "turn.committed" not in publisher.types()
+    assert [delivery.turn_id for delivery in rig.deliveries(turn_id)] == [turn_id]
     assert rig.pump() == ["sent"]
