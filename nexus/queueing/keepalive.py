@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from types import TracebackType
 
 import structlog
 
@@ -30,12 +29,7 @@ class KeepAlive:
         _KEEPER.hold(self)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         _KEEPER.drop(self)
 
 
