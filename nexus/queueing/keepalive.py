@@ -12,6 +12,10 @@ from nexus.queueing.coordination import Lease
 
 log = structlog.get_logger(__name__)
 
+# How long leaving a keep-alive waits for an extension under way (Redis not answering):
+# one that lands after the release is refused by its token, so the run need not wait on.
+EXIT_WAIT_S = 5.0
+
 
 class KeepAlive:
     """Extends a lease every third of its TTL while a turn runs (a model call can outlast
@@ -53,12 +57,11 @@ class _Keeper:
             self._changed.notify_all()
 
     def drop(self, alive: KeepAlive) -> None:
-        """No extension of `alive` happens once this returns (one under way is waited for):
-        the caller releases the lease next."""
+        """No extension of `alive` starts once this returns, and one under way is waited
+        for (up to EXIT_WAIT_S): the caller releases the lease next."""
         with self._changed:
             self._due.pop(alive, None)
-            while alive in self._extending:
-                self._changed.wait()
+            self._changed.wait_for(lambda: alive not in self._extending, timeout=EXIT_WAIT_S)
 
     def _run(self) -> None:
         while True:

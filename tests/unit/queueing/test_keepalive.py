@@ -104,3 +104,31 @@ def test_a_forked_child_keeps_its_leases_on_a_thread_of_its_own() -> None:
         child.join(timeout=10)
     assert extended >= 2
     assert keepers == 1
+
+
+def test_exiting_waits_for_a_hung_extension_only_so_long(monkeypatch: Any) -> None:
+    # Redis not answering must not hold the session run past the bound: an extension that
+    # lands after the release is refused by its token anyway.
+    from nexus.queueing import keepalive
+
+    monkeypatch.setattr(keepalive, "EXIT_WAIT_S", 0.1)
+    entered, answer, answered = threading.Event(), threading.Event(), threading.Event()
+
+    class Hung(CountingLease):
+        def extend(self) -> bool:
+            entered.set()
+            answer.wait(timeout=5)
+            answered.set()
+            return True
+
+    alive = KeepAlive(Hung(), ttl_ms=30)
+    alive.__enter__()
+    try:
+        assert entered.wait(timeout=5)
+        started = time.monotonic()
+        alive.__exit__(None, None, None)
+        assert time.monotonic() - started < 0.5
+        assert not answered.is_set()  # it left while the extension still hung
+    finally:
+        answer.set()  # the keeper is free again for whatever runs next
+        assert answered.wait(timeout=5)
