@@ -163,6 +163,23 @@ def free_port() -> int:
 
 
 @contextmanager
+def recorded_statements(database: Database) -> Iterator[list[str]]:
+    """Every statement `database` sends while the block runs, in order, as sent."""
+    from sqlalchemy import event
+
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        seen.append(sql)
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+
+
+@contextmanager
 def served_app(app: Any, **config: Any) -> Iterator[str]:
     """`app` on a real loopback uvicorn server, as `nexus dev` serves it (`config`: more
     uvicorn settings); yields its URL."""

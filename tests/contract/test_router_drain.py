@@ -24,7 +24,7 @@ from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.claims import InlineClaim
 from nexus.sessions.runner import SessionRunner
 from tests.contract.engine_support import build_rig
-from tests.support import FakeClock
+from tests.support import FakeClock, recorded_statements
 
 POLICIES = load_policies(None)
 
@@ -110,16 +110,9 @@ def test_a_known_senders_entity_is_read_with_the_waiting_events(
     router, _ = _router(database)
     [first] = router.drain()
     _store(database, clock, ("telegram:2", "ann"))
-    statements: list[str] = []
-
-    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
-        statements.append(" ".join(sql.split()))
-
-    sql_event.listen(database.engine, "before_cursor_execute", record)
-    try:
+    with recorded_statements(database) as sent:
         [second] = router.drain()
-    finally:
-        sql_event.remove(database.engine, "before_cursor_execute", record)
+    statements = [" ".join(sql.split()) for sql in sent]
     assert second.session_id == first.session_id
     reading_entities = [s for s in statements if "FROM contacts" in s or "FROM entities" in s]
     assert reading_entities == []
@@ -200,23 +193,14 @@ def test_a_run_of_one_event_locks_its_session_with_the_read_that_resolves_it(
         [first] = route_waiting(uow, POLICIES).events
         uow.commit()
     _store(pg_database, clock, ("telegram:2", "ann"))
-    seen: list[str] = []
-
-    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
-        seen.append(sql)
-
-    sql_event.listen(pg_database.engine, "before_cursor_execute", record)
-    try:
-        with pg_database.unit_of_work() as uow:
-            [second] = route_waiting(uow, POLICIES).events
-            # The session's lock is held: another transaction cannot take it meanwhile.
-            with pg_database.unit_of_work() as other:
-                other.connection.execute(text("SET LOCAL lock_timeout = '100ms'"))
-                with pytest.raises(OperationalError, match="lock timeout"):
-                    other.ledger.sessions.lock(first.session_id or "")
-            uow.commit()
-    finally:
-        sql_event.remove(pg_database.engine, "before_cursor_execute", record)
+    with recorded_statements(pg_database) as seen, pg_database.unit_of_work() as uow:
+        [second] = route_waiting(uow, POLICIES).events
+        # The session's lock is held: another transaction cannot take it meanwhile.
+        with pg_database.unit_of_work() as other:
+            other.connection.execute(text("SET LOCAL lock_timeout = '100ms'"))
+            with pytest.raises(OperationalError, match="lock timeout"):
+                other.ledger.sessions.lock(first.session_id or "")
+        uow.commit()
     # The run's own statements: those before the other transaction's.
     ours = [s for s in seen[: seen.index("SET LOCAL lock_timeout = '100ms'")]]
     ours = [s for s in ours if not s.startswith("BEGIN")]
@@ -451,17 +435,12 @@ def test_an_inline_claim_of_a_lone_item_does_not_read_the_queue_again(
     router, _ = _inline(database, clock)
     [first] = router.drain(rang_for="telegram:1")
     session = first.session_id or ""
-    seen: list[str] = []
-
-    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
-        seen.append(sql)
 
     def queue_reads() -> int:
         return sum("FROM queue_items LEFT OUTER JOIN events" in sql for sql in seen)
 
     _store(database, clock, ("telegram:2", "ann"))
-    sql_event.listen(database.engine, "before_cursor_execute", record)
-    try:
+    with recorded_statements(database) as seen:
         router.drain(rang_for="telegram:2")
         lone_reads = queue_reads()
         with database.unit_of_work() as uow:  # a run that died holding a claim
@@ -474,8 +453,6 @@ def test_an_inline_claim_of_a_lone_item_does_not_read_the_queue_again(
         seen.clear()
         _store(database, clock, ("telegram:3", "ann"))
         router.drain(rang_for="telegram:3")
-    finally:
-        sql_event.remove(database.engine, "before_cursor_execute", record)
     assert lone_reads == (0 if database.dialect == "postgresql" else 1)
     assert queue_reads() >= 1
     with database.unit_of_work() as uow:
@@ -507,18 +484,9 @@ def test_a_batchs_dispositions_are_written_with_its_last_enqueue(
     with database.unit_of_work() as uow:
         ingest(uow, [group], RecordingDoorbell())
         uow.commit()
-    seen: list[str] = []
-
-    def record(_conn: object, _cursor: object, sql: str, *_: object) -> None:
-        seen.append(sql)
-
-    sql_event.listen(database.engine, "before_cursor_execute", record)
-    try:
-        with database.unit_of_work() as uow:
-            drained = route_waiting(uow, dms_only)
-            uow.commit()
-    finally:
-        sql_event.remove(database.engine, "before_cursor_execute", record)
+    with recorded_statements(database) as seen, database.unit_of_work() as uow:
+        drained = route_waiting(uow, dms_only)
+        uow.commit()
     with database.unit_of_work() as uow:
         stored = {n: uow.ledger.events.get(f"telegram:{n}") for n in (1, 2, 3)}
     assert [e.disposition for e in drained.events] == ["queued", "queued", "denied"]
