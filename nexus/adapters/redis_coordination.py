@@ -34,6 +34,14 @@ _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 StreamClient = Callable[[], "redis.asyncio.Redis"]
 
 
+class _Posted(threading.local):
+    """What this thread posted and has not read the answers to: the connection the commands
+    went out on (kept from the pool until then) and how many answers are owed."""
+
+    connection: Any = None
+    answers: int = 0
+
+
 class RedisLease:
     def __init__(self, lock: Any, ttl_s: float) -> None:
         self._lock = lock
@@ -62,6 +70,7 @@ class RedisCoordination:
         self._new_stream_client = streams
         self._stream_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._clients_lock = threading.Lock()
+        self._posted = _Posted()
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "nexus:") -> RedisCoordination:
@@ -77,6 +86,7 @@ class RedisCoordination:
         return f"{self._prefix}{kind}:{name}"
 
     def acquire(self, name: str, ttl_ms: int) -> RedisLease | None:
+        self._settle()
         # thread_local=False: the keep-alive thread extends a lock another thread took.
         lock = self._redis.lock(self._key("lease", name), timeout=ttl_ms / 1000, thread_local=False)
         if not lock.acquire(blocking=False):
@@ -84,30 +94,37 @@ class RedisCoordination:
         return RedisLease(lock, ttl_ms / 1000)
 
     def lease_held(self, name: str) -> bool:
+        self._settle()
         return bool(self._redis.exists(self._key("lease", name)))
 
     def raise_flag(self, name: str, ttl_ms: int) -> bool:
+        self._settle()
         return bool(self._redis.set(self._key("flag", name), 1, nx=True, px=ttl_ms))
 
     def lower_flag(self, name: str) -> None:
+        self._settle()
         self._redis.delete(self._key("flag", name))
 
     def request_abort(self, session_id: str) -> None:
+        self._settle()
         self._redis.set(self._key("abort", session_id), 1, ex=SIGNAL_TTL_S)
 
     def clear_abort(self, session_id: str) -> None:
+        self._settle()
         self._redis.delete(self._key("abort", session_id))
 
     def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
         pipe = self._redis.pipeline(transaction=False)
         pipe.delete(self._key("abort", session_id), self._key("steer", session_id))
         self._add_events(pipe, then)
-        pipe.execute()
+        self._post(pipe)
 
     def abort_requested(self, session_id: str) -> bool:
+        self._settle()
         return bool(self._redis.exists(self._key("abort", session_id)))
 
     def steer(self, session_id: str, message: QueryMessage) -> None:
+        self._settle()
         key = self._key("steer", session_id)
         pipe = self._redis.pipeline()
         pipe.rpush(key, json.dumps(asdict(message)))
@@ -115,6 +132,7 @@ class RedisCoordination:
         pipe.execute()
 
     def take_steering(self, session_id: str) -> list[QueryMessage]:
+        self._settle()
         key = self._key("steer", session_id)
         pipe = self._redis.pipeline()  # MULTI: read and clear as one step
         pipe.lrange(key, 0, -1)
@@ -123,6 +141,7 @@ class RedisCoordination:
         return [_query(json.loads(item)) for item in raw]
 
     def steer_waiting(self, session_id: str) -> bool:
+        self._settle()
         waiting = self._redis.lrange(self._key("steer", session_id), 0, -1)
         return any(json.loads(item).get("extends_answer") for item in waiting)
 
@@ -133,11 +152,60 @@ class RedisCoordination:
         # A Redis stream, not pub/sub: entries have ids and stay a while, so an SSE client
         # that reconnects (to any API process) replays what it missed. One pipeline, one
         # round trip, however many events (and sessions) it carries.
+        self.post_many(events)
+        self._settle()
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
         if not events:
             return
         pipe = self._redis.pipeline(transaction=False)
         self._add_events(pipe, events)
-        pipe.execute()
+        self._post(pipe)
+
+    def settle(self) -> None:
+        self._settle()
+
+    def _post(self, pipe: Any) -> None:
+        """Send the pipeline's commands and go on: their answers are read by the next call
+        this thread makes (`_settle`), so a running turn does not wait a round trip for each
+        of its publishes. Commands that follow on this thread's posting connection are
+        answered after them, in order."""
+        posted = self._posted
+        connection = posted.connection
+        if connection is None:
+            connection = self._redis.connection_pool.get_connection()
+        commands = [args for args, _options in pipe.command_stack]
+        try:
+            connection.send_packed_command(connection.pack_commands(commands))
+        except BaseException:
+            posted.connection, posted.answers = None, 0
+            connection.disconnect()
+            self._redis.connection_pool.release(connection)
+            raise
+        posted.connection, posted.answers = connection, posted.answers + len(commands)
+
+    def _settle(self) -> None:
+        """Read the answers owed for what this thread posted, and give the connection back:
+        once this returns, Redis has applied it all. An error answer is raised here."""
+        posted = self._posted
+        connection, owed = posted.connection, posted.answers
+        if connection is None:
+            return
+        posted.connection, posted.answers = None, 0
+        failed: BaseException | None = None
+        try:
+            for _ in range(owed):
+                try:
+                    connection.read_response()
+                except redis.ResponseError as error:  # the rest are still owed: read on
+                    failed = failed or error
+        except BaseException:
+            connection.disconnect()  # answers lost midway: the connection is unusable
+            raise
+        finally:
+            self._redis.connection_pool.release(connection)
+        if failed is not None:
+            raise failed
 
     def _add_events(self, pipe: Any, events: Sequence[StreamEvent]) -> None:
         keys: dict[str, None] = {}
@@ -163,6 +231,7 @@ class RedisCoordination:
             pipe.expire(key, RUNNING_TTL_S)
 
     def running(self, session_id: str) -> RunningTurn | None:
+        self._settle()
         pipe = self._redis.pipeline(transaction=False)
         pipe.hgetall(self._key("running", session_id))
         pipe.exists(self._key("lease", f"session:{session_id}"))
@@ -172,10 +241,12 @@ class RedisCoordination:
         return running_from({_text(k): _text(v) for k, v in fields.items()})
 
     def stream_tail(self, session_id: str) -> str:
+        self._settle()
         newest: Any = self._redis.xrevrange(self._key("stream", session_id), count=1)
         return _text(newest[0][0]) if newest else START
 
     def read_stream(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
+        self._settle()
         key = self._key("stream", session_id)
         deadline = time.monotonic() + block_ms / 1000
         most = _slice_ms(self._redis)

@@ -57,6 +57,11 @@ class StreamPublisher(Protocol):
         commit reports, or a coalesced delta with the progress beside it."""
         ...
 
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        """`publish_many` without waiting for the answer (Coordination.post_many): what a
+        running turn reports as it goes. The turn's report is published, not posted."""
+        ...
+
 
 class LeadingPublisher:
     """Holds events that lead (a turn's `session.started`) and sends them first in the same
@@ -75,6 +80,10 @@ class LeadingPublisher:
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         held, self._held = self._held, []
         self._inner.publish_many([*held, *events])
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        held, self._held = self._held, []
+        self._inner.post_many([*held, *events])
 
     def hold(self, events: Sequence[StreamEvent]) -> None:
         """Send `events` first with the next publish (or the flush), not now."""
@@ -117,6 +126,9 @@ class NullPublisher:
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         return None
 
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        return None
+
 
 @dataclass
 class RecordingPublisher:
@@ -137,6 +149,9 @@ class RecordingPublisher:
         with self._lock:
             self.calls += 1
             self.events.extend((e.session_id, e.type, e.data) for e in events)
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        self.publish_many(events)
 
     def types(self, session_id: str | None = None) -> list[str]:
         return [kind for sid, kind, _ in self.events if session_id in (None, sid)]

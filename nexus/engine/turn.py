@@ -353,7 +353,8 @@ class TurnMachine:
         return self.signals.abort_requested(state.session_id)
 
     def _publish(self, state: TurnState, event: str, data: dict[str, Any]) -> None:
-        self.publisher.publish(state.session_id, event, data)
+        # Posted: the turn goes on without waiting for the stream's answer (see post_many).
+        self.publisher.post_many([StreamEvent(state.session_id, event, data)])
 
     def _event(self, state: TurnState, event: str, data: dict[str, Any]) -> StreamEvent:
         return StreamEvent(state.session_id, event, data)
@@ -385,7 +386,7 @@ class TurnMachine:
         if hold and isinstance(self.publisher, LeadingPublisher):
             self.publisher.hold(events)
         else:
-            self.publisher.publish_many(events)
+            self.publisher.post_many(events)
 
 
 def _with_messages(request: ModelRequest, conversation: list[dict[str, Any]]) -> ModelRequest:

@@ -58,8 +58,8 @@ class Coordination(Protocol):
     def clear_abort(self, session_id: str) -> None: ...
 
     def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
-        """Drop the abort flag and the steer inbox at once, and publish `then` after
-        (`publish_many`), all in one round trip: a turn that has started answers whatever
+        """Drop the abort flag and the steer inbox at once, and publish `then` after, all in
+        one round trip, posted (`post_many`): a turn that has started answers whatever
         raised them, from the queue."""
         ...
 
@@ -75,6 +75,17 @@ class Coordination(Protocol):
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         """Several events, in order, in one round trip."""
+        ...
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        """`publish_many` without waiting for the store's answer: the events (and a
+        `clear_signals` before them) are applied, in order, before anything this thread asks
+        of the coordination next returns, and `settle` waits for them. What a running turn
+        publishes as it goes; an error comes out of the call that reads the answer."""
+        ...
+
+    def settle(self) -> None:
+        """Wait until what this thread posted is applied (raise what it failed with)."""
         ...
 
     def stream_tail(self, session_id: str) -> str:
@@ -207,6 +218,12 @@ class InProcessCoordination:
         for event in events:
             self.log.append(*event)
             self._follow(event)
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        self.publish_many(events)  # in memory, nothing to wait for
+
+    def settle(self) -> None:
+        return None
 
     def _follow(self, event: StreamEvent) -> None:
         change = change_for(event)

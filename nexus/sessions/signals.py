@@ -91,12 +91,24 @@ class ClearingPublisher:
         if self._cleared:
             self._inner.publish_many(events)
             return
-        self._cleared = True
-        if self._inner is self._coordination:  # as deployed: the stream is Redis too
-            self._coordination.clear_signals(self._session_id, then=events)
-        else:
-            self._coordination.clear_signals(self._session_id)
+        self._clear(events)
+        self._coordination.settle()
+        if self._inner is not self._coordination:
             self._inner.publish_many(events)
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        if self._cleared:
+            self._inner.post_many(events)
+            return
+        self._clear(events)
+        if self._inner is not self._coordination:
+            self._inner.post_many(events)
+
+    def _clear(self, events: Sequence[StreamEvent]) -> None:
+        self._cleared = True
+        # As deployed the stream is Redis too: the clear and the events, one round trip.
+        together = self._inner is self._coordination
+        self._coordination.clear_signals(self._session_id, then=events if together else ())
 
     def settle(self) -> None:
         if not self._cleared:

@@ -272,3 +272,25 @@ def test_signals_cleared_with_a_publish_are_gone_and_the_events_are_out(
     running = coordination.running("c1")
     assert running is not None and (running.turn_id, running.step) == ("t1", "model call 1")
     lease.release()
+
+
+def test_what_a_thread_posted_is_applied_before_its_next_call_returns(
+    coordination: Coordination,
+) -> None:
+    """A running turn posts its progress and goes on: the events land in order, and what it
+    asks next (a look at its signals, the stream) sees them applied."""
+    coordination.request_abort("p1")
+    start = coordination.stream_tail("p1")
+    coordination.clear_signals("p1", then=[StreamEvent("p1", "session.started", {"n": 1})])
+    coordination.post_many([StreamEvent("p1", "step.generating", {"n": 2})])
+    coordination.post_many([])  # nothing to say costs nothing
+    assert not coordination.abort_requested("p1")
+    coordination.post_many([StreamEvent("p1", "message.delta", {"n": 3})])
+    coordination.settle()
+    coordination.settle()  # nothing owed: nothing to wait for
+    seen = coordination.read_stream("p1", start, block_ms=100)
+    assert [(e.type, e.data["n"]) for e in seen] == [
+        ("session.started", 1),
+        ("step.generating", 2),
+        ("message.delta", 3),
+    ]
