@@ -1,21 +1,29 @@
-"""After a turn commits, record its reply as an outbound event and one delivery per chunk.
+"""A turn's reply as an outbound event and one delivery per chunk, stored with the turn.
 
-This runs inside the turn's own transaction (an engine commit hook): the intent to send is
-in the ledger before anything leaves, and a turn never commits without it.
+The engine asks `Replies.plan` inside the turn's own transaction, before its commit
+statement, and hands what it planned to the commit, which stores it with the turn (in the
+same statement on Postgres): the intent to send is in the ledger before anything leaves, a
+turn never commits without it, and a fenced attempt stores none. Its delivery is rung
+once the commit is durable.
 """
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.engine.outcomes import CommitHook
 from nexus.engine.rich import RichReply, RichReplyError, parse_rich
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
-from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
+from nexus.ledger.records import (
+    DeliveryDraft,
+    EventDraft,
+    EventRecord,
+    ReplyDraft,
+    SessionRecord,
+)
 from nexus.outbound.addressing import (
     ADDRESSED_FROM_PAYLOAD,
     INTERNAL_TRIGGERS,
@@ -65,32 +73,42 @@ def rich_reply(result: TurnResult) -> RichReply | None:
     return None if rich.empty else rich
 
 
-def reply_hook(doorbell: Doorbell | None) -> CommitHook:
-    def hook(
+@dataclass(frozen=True)
+class Replies:
+    """The engine's reply planner (`nexus.engine.outcomes.ReplyPlanner`)."""
+
+    doorbell: Doorbell | None
+
+    def plan(
+        self,
         uow: UnitOfWork,
         session: SessionRecord,
         turn_id: str,
         result: TurnResult,
         source: EventRecord | None,
-    ) -> None:
+        source_event_id: str | None,
+    ) -> ReplyDraft | None:
+        """The reply to store with the turn, or None: a worker answers its manager
+        (agents.results), never a platform; nothing to say; or asked through the API or the
+        CLI, where the answer is read."""
         if session.is_subagent or result.status != TurnStatus.COMPLETED:
-            return  # a worker answers its manager (agents.results), never a platform
+            return None
         text = reply_text(result)
         if text is None:
-            return
-        found = _delivery_context(uow, session, turn_id, source)
+            return None
+        found = _delivery_context(uow, session, source, source_event_id)
         if found is None:
-            return  # asked through the API or the CLI: the answer is read there
+            return None
         context, raw = found
         address = address_for(context, raw)
-        first = plan_reply(uow, session, turn_id, text, context, address, rich_reply(result))
-        if first is not None and doorbell is not None:
-            uow.after_commit(partial(doorbell.delivery_ready, first))
+        return reply_draft(uow, session, turn_id, text, context, address, rich_reply(result))
 
-    return hook
+    def ring(self, first_delivery_id: str) -> None:
+        if self.doorbell is not None:
+            self.doorbell.delivery_ready(first_delivery_id)
 
 
-def plan_reply(
+def reply_draft(
     uow: UnitOfWork,
     session: SessionRecord,
     turn_id: str,
@@ -98,8 +116,9 @@ def plan_reply(
     context: EventRecord,
     address: Address | None,
     rich: RichReply | None = None,
-) -> str | None:
-    """Store the reply event and its chunks; returns the first chunk's delivery id."""
+) -> ReplyDraft:
+    """The reply event, stored already settled (no router looks at a reply), and its chunks
+    for the platform; none when the conversation cannot be answered."""
     reply_id = f"{REPLY}:{turn_id}"
     drafts = [] if address is None else _chunks(session, turn_id, reply_id, text, address, rich)
     if address is None:
@@ -110,8 +129,6 @@ def plan_reply(
     else:
         disposition = "delivering"
         detail = f"{len(drafts)} chunk(s) via {address.sender}"
-    # Stored already settled (no router looks at a reply), with its chunks: one statement
-    # for the usual one-chunk reply.
     reply = EventDraft(
         id=reply_id,
         adapter=context.adapter,
@@ -128,8 +145,7 @@ def plan_reply(
         occurred_at=uow.ledger.clock(),
         payload=_payload(session, turn_id, context, rich),
     )
-    ids = uow.ledger.deliveries.add_reply(reply, drafts, disposition=disposition, detail=detail)
-    return ids[0] if ids else None
+    return ReplyDraft(event=reply, chunks=tuple(drafts), disposition=disposition, detail=detail)
 
 
 def _payload(
@@ -185,13 +201,16 @@ def _chunks(
 
 
 def _delivery_context(
-    uow: UnitOfWork, session: SessionRecord, turn_id: str, known: EventRecord | None = None
+    uow: UnitOfWork,
+    session: SessionRecord,
+    known: EventRecord | None,
+    source_event_id: str | None,
 ) -> tuple[EventRecord, dict[str, Any]] | None:
     """The inbound message a reply answers, with the platform's raw update where its
-    address needs it: the turn's own (`known` when the run read it, else read here), or
-    for an internal trigger the last message a person sent this session (a merged entity
-    answered where they wrote)."""
-    found = _answered(uow, turn_id, known)
+    address needs it: the turn's own (`known` when the run read it, else read here by the
+    id the turn names), or for an internal trigger the last message a person sent this
+    session (a merged entity answered where they wrote)."""
+    found = _answered(uow, known, source_event_id)
     source = found[0] if found is not None else None
     if found is not None and source is not None:
         if source.adapter in SENDERS and source.direction == "inbound":
@@ -204,12 +223,14 @@ def _delivery_context(
 
 
 def _answered(
-    uow: UnitOfWork, turn_id: str, known: EventRecord | None
+    uow: UnitOfWork, known: EventRecord | None, source_event_id: str | None
 ) -> tuple[EventRecord, dict[str, Any]] | None:
     """The event the turn answered with its raw update: from what the run read, the update
     only for an address that needs it (one statement saved on every other reply)."""
     if known is None:
-        return uow.ledger.events.answered_by(turn_id)
+        if source_event_id is None:
+            return None  # asked through the API or the CLI
+        return uow.ledger.events.with_payload(source_event_id)
     if known.adapter in ADDRESSED_FROM_PAYLOAD and known.direction == "inbound":
         return known, uow.ledger.events.payload_of(known.id)
     return known, {}
