@@ -182,7 +182,7 @@ class Nexus:
         from nexus.adapters.secrets import EnvironmentSecrets
         from nexus.agents.results import worker_result_hook
         from nexus.agents.tools import AgentTools
-        from nexus.outbound.planning import Replies
+        from nexus.outbound.planning import reply_hook
 
         tools = builtin_registry()
         agent_tools = AgentTools(
@@ -196,10 +196,9 @@ class Nexus:
             default_model=self.settings.default_model,
             summary_model=self.settings.summary_model,
             tools=tools,
-            # In the turn's own transaction: a worker's result for its manager; and a reply's
-            # deliveries for the platform it answers, stored by the turn's commit.
-            commit_hooks=(worker_result_hook(self.doorbell),),
-            replies=Replies(self.doorbell),
+            # In the turn's own transaction: a worker's result for its manager, and a reply's
+            # deliveries for the platform it answers.
+            commit_hooks=(worker_result_hook(self.doorbell), reply_hook(self.doorbell)),
             capabilities=self.capabilities,
             signals=NoSignals(),
             publisher=self.coordination,

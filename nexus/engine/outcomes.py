@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from nexus.db import UnitOfWork
 from nexus.engine.stream import StreamEvent, committed
@@ -14,7 +13,6 @@ from nexus.ledger.records import (
     CommitOutcome,
     ContextRead,
     EventRecord,
-    ReplyDraft,
     SessionRecord,
     TurnDraft,
 )
@@ -23,28 +21,6 @@ from nexus.ledger.records import (
 # Its last argument is the event the turn answered (its first query's) as the run read it,
 # or None when the run did not read one: a hook that needs it then reads it itself.
 CommitHook = Callable[[UnitOfWork, SessionRecord, str, TurnResult, EventRecord | None], None]
-
-
-class ReplyPlanner(Protocol):
-    """A turn's answer as the reply its commit stores (nexus.outbound.planning.Replies)."""
-
-    def plan(
-        self,
-        uow: UnitOfWork,
-        session: SessionRecord,
-        turn_id: str,
-        result: TurnResult,
-        source: EventRecord | None,
-        source_event_id: str | None,
-    ) -> ReplyDraft | None:
-        """Asked in the turn's transaction before its commit statement: what to store
-        with the turn (None: nothing to send). `source` is the event the run read, when it
-        is the one the turn answered (`source_event_id`)."""
-        ...
-
-    def ring(self, first_delivery_id: str) -> None:
-        """Once the commit is durable: ring for the reply's first chunk."""
-        ...
 
 
 @dataclass(frozen=True)

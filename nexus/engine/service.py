@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import structlog
@@ -37,7 +36,6 @@ from nexus.engine.model_config import (
 from nexus.engine.outcomes import (
     CommitHook,
     CompactionOutcome,
-    ReplyPlanner,
     Snapshot,
     TurnOutcome,
     reported,
@@ -92,8 +90,6 @@ class Engine:
     context_window: int | None = None
     # Run inside the transaction that commits a turn (say, a worker reporting to its parent).
     commit_hooks: tuple[CommitHook, ...] = ()
-    # A turn's answer as the reply its commit stores (None: replies are not stored).
-    replies: ReplyPlanner | None = None
     # Shared by the copies a session run makes (dataclasses.replace keeps the reference).
     contexts: ContextCache = field(default_factory=ContextCache)
     # Prices each turn's usage as it commits (NEXUS_PRICES merges over the built-in table).
@@ -471,21 +467,13 @@ class Engine:
             config=config,
             prices=self.prices,
         )
-        # The event the turn answered, if the run read the one the draft names.
-        known = source if source is not None and source.id == draft.source_event_id else None
         with self.database.unit_of_work() as uow:
             if failed:
                 # Off the chain, kept for audit; the input stays queued for another attempt.
                 uow.ledger.turns.record_attempt(draft, epoch=epoch)
                 uow.commit()
                 return "failed"
-            reply = None
-            if self.replies is not None:
-                reply = self.replies.plan(
-                    uow, snapshot.session, turn_id, result, known, draft.source_event_id
-                )
-            # The reply is stored with the turn (or not at all, when the turn is fenced).
-            outcome = uow.ledger.turns.commit(draft, epoch=epoch, reply=reply)
+            outcome = uow.ledger.turns.commit(draft, epoch=epoch)
             if outcome.status == "fenced":
                 # A newer run owns the session: keep this attempt for audit, off the chain
                 # (DESIGN §1 rule 3); its inputs stay with the newer run.
@@ -501,8 +489,10 @@ class Engine:
                 # What the turn's tools asked of the ledger lands with the turn, or not at all.
                 for effect in effects:
                     effect(uow, turn_id)
-                if self.replies is not None and outcome.delivery_ids:
-                    uow.after_commit(partial(self.replies.ring, outcome.delivery_ids[0]))
+                # The event the turn answered, if the run read the one the draft names.
+                known = (
+                    source if source is not None and source.id == draft.source_event_id else None
+                )
                 for hook in self.commit_hooks:
                     hook(uow, snapshot.session, turn_id, result, known)
             uow.commit(hold=report.rings)

@@ -223,8 +223,6 @@ class CommitOutcome(Record):
     # What a committed turn wrote, as a read would return it (without its tool-call rows):
     # the writer's context cache extends itself by it instead of reading it back.
     view: TurnView | None = None
-    # The chunks of the reply stored with it (`ReplyDraft`), in order.
-    delivery_ids: tuple[str, ...] = ()
 
     @property
     def committed(self) -> bool:
@@ -455,16 +453,6 @@ class DeliveryDraft(Record):
     target: dict[str, Any]
     text: str
     idempotency_key: str | None = None
-
-
-class ReplyDraft(Record):
-    """A turn's reply as its commit stores it: the outbound event (stored settled, with
-    `disposition` and `detail`) and its chunks, none when it has no way to be delivered."""
-
-    event: EventDraft
-    chunks: tuple[DeliveryDraft, ...]
-    disposition: str
-    detail: str
 
 
 class DeliveryRecord(Record):

@@ -1,29 +1,21 @@
-"""A turn's reply as an outbound event and one delivery per chunk, stored with the turn.
+"""After a turn commits, record its reply as an outbound event and one delivery per chunk.
 
-The engine asks `Replies.plan` inside the turn's own transaction, before its commit
-statement, and hands what it planned to the commit, which stores it with the turn (in the
-same statement on Postgres): the intent to send is in the ledger before anything leaves, a
-turn never commits without it, and a fenced attempt stores none. Its delivery is rung
-once the commit is durable.
+This runs inside the turn's own transaction (an engine commit hook): the intent to send is
+in the ledger before anything leaves, and a turn never commits without it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
+from nexus.engine.outcomes import CommitHook
 from nexus.engine.rich import RichReply, RichReplyError, parse_rich
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
-from nexus.ledger.records import (
-    DeliveryDraft,
-    EventDraft,
-    EventRecord,
-    ReplyDraft,
-    SessionRecord,
-)
+from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
 from nexus.outbound.addressing import (
     ADDRESSED_FROM_PAYLOAD,
     INTERNAL_TRIGGERS,
@@ -73,42 +65,32 @@ def rich_reply(result: TurnResult) -> RichReply | None:
     return None if rich.empty else rich
 
 
-@dataclass(frozen=True)
-class Replies:
-    """The engine's reply planner (`nexus.engine.outcomes.ReplyPlanner`)."""
-
-    doorbell: Doorbell | None
-
-    def plan(
-        self,
+def reply_hook(doorbell: Doorbell | None) -> CommitHook:
+    def hook(
         uow: UnitOfWork,
         session: SessionRecord,
         turn_id: str,
         result: TurnResult,
         source: EventRecord | None,
-        source_event_id: str | None,
-    ) -> ReplyDraft | None:
-        """The reply to store with the turn, or None: a worker answers its manager
-        (agents.results), never a platform; nothing to say; or asked through the API or the
-        CLI, where the answer is read."""
+    ) -> None:
         if session.is_subagent or result.status != TurnStatus.COMPLETED:
-            return None
+            return  # a worker answers its manager (agents.results), never a platform
         text = reply_text(result)
         if text is None:
-            return None
-        found = _delivery_context(uow, session, source, source_event_id)
+            return
+        found = _delivery_context(uow, session, turn_id, source)
         if found is None:
-            return None
+            return  # asked through the API or the CLI: the answer is read there
         context, raw = found
         address = address_for(context, raw)
-        return reply_draft(uow, session, turn_id, text, context, address, rich_reply(result))
+        first = plan_reply(uow, session, turn_id, text, context, address, rich_reply(result))
+        if first is not None and doorbell is not None:
+            uow.after_commit(partial(doorbell.delivery_ready, first))
 
-    def ring(self, first_delivery_id: str) -> None:
-        if self.doorbell is not None:
-            self.doorbell.delivery_ready(first_delivery_id)
+    return hook
 
 
-def reply_draft(
+def plan_reply(
     uow: UnitOfWork,
     session: SessionRecord,
     turn_id: str,
@@ -116,9 +98,8 @@ def reply_draft(
     context: EventRecord,
     address: Address | None,
     rich: RichReply | None = None,
-) -> ReplyDraft:
-    """The reply event, stored already settled (no router looks at a reply), and its chunks
-    for the platform; none when the conversation cannot be answered."""
+) -> str | None:
+    """Store the reply event and its chunks; returns the first chunk's delivery id."""
     reply_id = f"{REPLY}:{turn_id}"
     drafts = [] if address is None else _chunks(session, turn_id, reply_id, text, address, rich)
     if address is None:
@@ -129,6 +110,8 @@ def reply_draft(
     else:
         disposition = "delivering"
         detail = f"{len(drafts)} chunk(s) via {address.sender}"
+    # Stored already settled (no router looks at a reply), with its chunks: one statement
+    # for the usual one-chunk reply.
     reply = EventDraft(
         id=reply_id,
         adapter=context.adapter,
@@ -145,7 +128,8 @@ def reply_draft(
         occurred_at=uow.ledger.clock(),
         payload=_payload(session, turn_id, context, rich),
     )
-    return ReplyDraft(event=reply, chunks=tuple(drafts), disposition=disposition, detail=detail)
+    ids = uow.ledger.deliveries.add_reply(reply, drafts, disposition=disposition, detail=detail)
+    return ids[0] if ids else None
 
 
 def _payload(
@@ -201,16 +185,13 @@ def _chunks(
 
 
 def _delivery_context(
-    uow: UnitOfWork,
-    session: SessionRecord,
-    known: EventRecord | None,
-    source_event_id: str | None,
+    uow: UnitOfWork, session: SessionRecord, turn_id: str, known: EventRecord | None = None
 ) -> tuple[EventRecord, dict[str, Any]] | None:
     """The inbound message a reply answers, with the platform's raw update where its
-    address needs it: the turn's own (`known` when the run read it, else read here by the
-    id the turn names), or for an internal trigger the last message a person sent this
-    session (a merged entity answered where they wrote)."""
-    found = _answered(uow, known, source_event_id)
+    address needs it: the turn's own (`known` when the run read it, else read here), or
+    for an internal trigger the last message a person sent this session (a merged entity
+    answered where they wrote)."""
+    found = _answered(uow, turn_id, known)
     source = found[0] if found is not None else None
     if found is not None and source is not None:
         if source.adapter in SENDERS and source.direction == "inbound":
@@ -223,14 +204,12 @@ def _delivery_context(
 
 
 def _answered(
-    uow: UnitOfWork, known: EventRecord | None, source_event_id: str | None
+    uow: UnitOfWork, turn_id: str, known: EventRecord | None
 ) -> tuple[EventRecord, dict[str, Any]] | None:
     """The event the turn answered with its raw update: from what the run read, the update
     only for an address that needs it (one statement saved on every other reply)."""
     if known is None:
-        if source_event_id is None:
-            return None  # asked through the API or the CLI
-        return uow.ledger.events.with_payload(source_event_id)
+        return uow.ledger.events.answered_by(turn_id)
     if known.adapter in ADDRESSED_FROM_PAYLOAD and known.direction == "inbound":
         return known, uow.ledger.events.payload_of(known.id)
     return known, {}

@@ -15,7 +15,7 @@ from nexus.engine.scripted import Say
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.records import DeliveryRecord, SessionRecord
-from nexus.outbound.planning import Replies
+from nexus.outbound.planning import reply_hook
 from nexus.outbound.rate_limit import InProcessRateLimiter
 from nexus.outbound.service import DeliveryService, Outcome
 from nexus.settings import Settings
@@ -138,7 +138,7 @@ def outbound_rig(
 ) -> OutboundRig:
     doorbell = RecordingDoorbell()
     rig = build_rig(database, clock)
-    rig.engine = dataclasses.replace(rig.engine, replies=Replies(doorbell))
+    rig.engine = dataclasses.replace(rig.engine, commit_hooks=(reply_hook(doorbell),))
     configured = platform_settings(fake, **settings)
     sleeps: list[float] = []
     service = DeliveryService(

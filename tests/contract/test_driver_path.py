@@ -13,9 +13,9 @@ from sqlalchemy import bindparam, event, exc, insert, select, text
 from nexus.db import Database
 from nexus.ledger.enums import EventStatus, MessageSource
 from nexus.ledger.models import Agent, table_of
-from nexus.ledger.records import DeliveryDraft, EventDraft, ReplyDraft
+from nexus.ledger.records import DeliveryDraft, EventDraft
 from nexus.ledger.repository import driver
-from tests.support import build_chain, new_session, text_turn
+from tests.support import build_chain, new_session
 
 agents = table_of(Agent)
 _INSERT_AGENT = insert(agents)
@@ -223,55 +223,3 @@ def test_a_reply_is_its_settled_event_and_its_chunks_once_however_often_recorded
     assert event.disposition == "delivering" and payload == {"turn": turn_id}
     assert [d.id for d in stored] == ids
     assert [d.text for d in stored] == [f"chunk {n}" for n in range(chunks)]
-
-
-def _answer(session_id: str, turn_id: str, chunks: int) -> ReplyDraft:
-    return ReplyDraft(
-        event=_reply(turn_id),
-        chunks=tuple(_chunk(session_id, turn_id, n) for n in range(chunks)),
-        disposition="delivering",
-        detail=f"{chunks} chunk(s)",
-    )
-
-
-@pytest.mark.parametrize("chunks", [0, 1, 3])
-def test_a_turn_commits_with_its_reply_and_a_fenced_one_stores_none(
-    database: Database, chunks: int
-) -> None:
-    """The reply lands with the turn (a one-chunk reply in the commit's own statement on
-    Postgres), its chunks' ids come back in order; an attempt fenced by a newer claim
-    stores neither the turn nor its reply."""
-    with database.unit_of_work() as uow:
-        session = new_session(uow.ledger)
-        [head] = build_chain(uow.ledger, session, 1)
-        epoch = uow.ledger.sessions.claim(session.id)
-        uow.commit()
-    draft = text_turn(session, head, "hello?")
-    with database.unit_of_work() as uow:
-        with _statements(database) as seen:
-            outcome = uow.ledger.turns.commit(
-                draft, epoch=epoch, reply=_answer(session.id, draft.id, chunks)
-            )
-        uow.commit()
-    assert outcome.committed and len(outcome.delivery_ids) == chunks
-    if database.dialect == "postgresql" and chunks == 1:
-        assert len(seen) == 1
-    with database.unit_of_work() as uow:
-        event = uow.ledger.events.get(f"reply:{draft.id}")
-        stored = uow.ledger.deliveries.for_turn(draft.id)
-        newer = uow.ledger.sessions.claim(session.id)  # another run claims the session
-        uow.commit()
-    assert event is not None and event.disposition == "delivering"
-    assert [d.id for d in stored] == list(outcome.delivery_ids)
-    assert [d.text for d in stored] == [f"chunk {n}" for n in range(chunks)]
-
-    stale = text_turn(session, draft.id, "and now?")
-    with database.unit_of_work() as uow:
-        fenced = uow.ledger.turns.commit(
-            stale, epoch=newer - 1, reply=_answer(session.id, stale.id, chunks)
-        )
-        uow.commit()
-    assert not fenced.committed and fenced.delivery_ids == ()
-    with database.unit_of_work() as uow:
-        assert uow.ledger.events.get(f"reply:{stale.id}") is None
-        assert uow.ledger.deliveries.for_turn(stale.id) == []

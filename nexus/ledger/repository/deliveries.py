@@ -65,14 +65,7 @@ _ATTEMPT_DUE = deliveries.c.next_attempt_at.is_(None) | (
 
 # The chunks (given as parameters) whose (turn, chunk) is not stored yet; answers their ids.
 _ADD = insert_unless_present(deliveries, ["turn_id", "chunk_index"], returning=deliveries.c.id)
-REPLY_CHUNK_COLUMNS = [
-    "id",
-    "status",
-    "attempts",
-    "created_at",
-    "updated_at",
-    *DeliveryDraft.model_fields,
-]
+_ROW_COLUMNS = ["id", "status", "attempts", "created_at", "updated_at", *DeliveryDraft.model_fields]
 # Postgres: a one-chunk reply's event (stored settled) and its chunk in one statement; the
 # chunk's foreign key to the event is checked at the statement's end, the event written.
 _REPLY_EVENT = (
@@ -83,7 +76,7 @@ _REPLY_EVENT = (
 )
 _REPLY_AND_CHUNK = (
     postgresql.insert(deliveries)
-    .values({c: bindparam(f"d_{c}", type_=deliveries.c[c].type) for c in REPLY_CHUNK_COLUMNS})
+    .values({c: bindparam(f"d_{c}", type_=deliveries.c[c].type) for c in _ROW_COLUMNS})
     .on_conflict_do_nothing(index_elements=["turn_id", "chunk_index"])
     .returning(deliveries.c.id)
     .add_cte(_REPLY_EVENT)
@@ -170,32 +163,6 @@ _ADVANCE = (
 )
 
 
-def chunk_rows(drafts: Sequence[DeliveryDraft], now: int) -> list[dict[str, Any]]:
-    """The rows of a reply's chunks, pending, each with a new id."""
-    return [
-        {
-            "id": new_id(),
-            "status": DeliveryStatus.PENDING,
-            "attempts": 0,
-            "created_at": now,
-            "updated_at": now,
-            **draft.model_dump(),
-        }
-        for draft in drafts
-    ]
-
-
-def one_chunk_reply(
-    reply: EventDraft, chunk: dict[str, Any], now: int, *, disposition: str, detail: str
-) -> dict[str, Any]:
-    """The parameters of a one-chunk reply's event (`e_*`, stored settled) and its chunk
-    (`d_*`), as `_REPLY_AND_CHUNK` and the turn commit with its reply take them."""
-    event = event_row(reply, now, disposition=disposition, detail=detail)
-    params = {f"e_{c}": event[c] for c in SETTLED_EVENT_COLUMNS}
-    params.update({f"d_{c}": chunk[c] for c in REPLY_CHUNK_COLUMNS})
-    return params
-
-
 class DeliveryRepository:
     def __init__(self, connection: Connection, clock: Clock) -> None:
         self._conn = connection
@@ -209,13 +176,15 @@ class DeliveryRepository:
 
         Returns the ids of all the reply's chunks, in order."""
         now = self._clock()
+        event = event_row(reply, now, disposition=disposition, detail=detail)
         if len(drafts) != 1 or self._conn.dialect.name != "postgresql":
             EventRepository(self._conn, self._clock).insert(
                 reply, disposition=disposition, detail=detail
             )
             return self.add(drafts)
-        [row] = chunk_rows(drafts, now)
-        params = one_chunk_reply(reply, row, now, disposition=disposition, detail=detail)
+        [row] = self._rows(drafts, now)
+        params = {f"e_{c}": event[c] for c in SETTLED_EVENT_COLUMNS}
+        params.update({f"d_{c}": row[c] for c in _ROW_COLUMNS})
         if driver.rows(self._conn, _REPLY_AND_CHUNK, params):
             return [row["id"]]
         # Recorded before (a turn's hooks run again): the chunks already there count.
@@ -227,7 +196,7 @@ class DeliveryRepository:
         Returns the ids of all the reply's chunks, in order."""
         if not drafts:
             return []
-        rows = chunk_rows(drafts, self._clock())
+        rows = self._rows(drafts, self._clock())
         ids = [row["id"] for row in rows]
         # One statement for one chunk (most replies), one executemany for several, answering
         # a row for each chunk it wrote: when it wrote them all, the ids given are the reply's.
@@ -239,6 +208,19 @@ class DeliveryRepository:
             return ids
         # Recorded before (a turn's hooks run again): the chunks already there count.
         return [d.id for d in self.for_turn(drafts[0].turn_id)]
+
+    def _rows(self, drafts: Sequence[DeliveryDraft], now: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": new_id(),
+                "status": DeliveryStatus.PENDING,
+                "attempts": 0,
+                "created_at": now,
+                "updated_at": now,
+                **draft.model_dump(),
+            }
+            for draft in drafts
+        ]
 
     def get(self, delivery_id: str) -> DeliveryRecord | None:
         row = self._conn.execute(_GET, {"delivery_id": delivery_id}).one_or_none()

@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql
 
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus
-from nexus.ledger.models import Contact, Entity, Event, QueueItem, table_of
+from nexus.ledger.models import Contact, Entity, Event, QueueItem, Turn, table_of
 from nexus.ledger.records import EntityRecord, EventDraft, EventRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
@@ -28,6 +28,7 @@ from nexus.ledger.repository.dialect_sql import insert_unless_present
 
 events = table_of(Event)
 queue_items = table_of(QueueItem)
+turns = table_of(Turn)
 contacts = table_of(Contact)
 entities = table_of(Entity)
 
@@ -41,8 +42,10 @@ _EVENT_FIELDS = list(EventRecord.model_fields)
 # The row (given as parameters) unless its id is stored already; answers the id.
 _INSERT = insert_unless_present(events, ["id"], returning=events.c.id)
 _GET = select(*_RECORD_COLUMNS).where(events.c.id == bindparam("event_id"))
-_WITH_PAYLOAD = select(*_RECORD_COLUMNS, events.c.payload.label("raw_payload")).where(
-    events.c.id == bindparam("event_id")
+_ANSWERED_BY = (
+    select(*_RECORD_COLUMNS, events.c.payload.label("raw_payload"))
+    .join(turns, turns.c.source_event_id == events.c.id)
+    .where(turns.c.id == bindparam("turn_id"))
 )
 _PAYLOAD_OF = select(events.c.payload).where(events.c.id == bindparam("event_id"))
 
@@ -213,10 +216,10 @@ class EventRepository:
         row = self._conn.execute(_GET, {"event_id": event_id}).one_or_none()
         return None if row is None else to_record(EventRecord, row)
 
-    def with_payload(self, event_id: str) -> tuple[EventRecord, dict[str, Any]] | None:
-        """The event with the platform's raw update, in one read (what a reply to it is
-        addressed from); None when there is no such event."""
-        row = self._conn.execute(_WITH_PAYLOAD, {"event_id": event_id}).one_or_none()
+    def answered_by(self, turn_id: str) -> tuple[EventRecord, dict[str, Any]] | None:
+        """The event a turn answered (its first query's), with the platform's raw update, in
+        one read; None when the turn answered none (asked through the API, say)."""
+        row = self._conn.execute(_ANSWERED_BY, {"turn_id": turn_id}).one_or_none()
         if row is None:
             return None
         fields = dict(row._mapping)

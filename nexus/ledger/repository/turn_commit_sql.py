@@ -32,14 +32,11 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, QueueStatus
 from nexus.ledger.models import (
     Compaction,
-    Delivery,
-    Event,
     Message,
     QueueItem,
     Session,
@@ -49,8 +46,6 @@ from nexus.ledger.models import (
     Turn,
     table_of,
 )
-from nexus.ledger.repository.deliveries import REPLY_CHUNK_COLUMNS
-from nexus.ledger.repository.events import SETTLED_EVENT_COLUMNS
 
 turns = table_of(Turn)
 threads = table_of(Thread)
@@ -60,8 +55,6 @@ compactions = table_of(Compaction)
 sessions = table_of(Session)
 history = table_of(SessionHistory)
 queue_items = table_of(QueueItem)
-events = table_of(Event)
-deliveries = table_of(Delivery)
 
 TURN_COLUMNS = [column.name for column in turns.c]
 MESSAGE_COLUMNS = [c.name for c in messages.c if c.name not in ("turn_id", "created_at")]
@@ -349,39 +342,3 @@ COMMIT_IN_ONE_STATEMENT = select(
     select(func.count()).select_from(_new_thread).scalar_subquery().label("threads"),
     select(func.count()).select_from(_consumed).scalar_subquery().label("consumed"),
 ).add_cte(_moved, _new_turn, _new_messages, _pointer_moved)
-
-# -- with its reply (Postgres) ----------------------------------------------------------------
-# The same statement writing the turn's one-chunk reply too: its outbound event, stored
-# settled (`e_*`, as DeliveryRepository.add_reply's), and the chunk (`d_*`), each selected
-# FROM the new turn, so a fenced attempt writes no reply either. The chunk's foreign key to
-# the event is checked at the statement's end, with the turn's. One round trip less for
-# every answered message; the text passes psycopg's 4 KB conversion cache, which costs
-# ~0.08 ms a commit, a fifth of the statement it saves.
-_reply_event = (
-    postgresql.insert(events)
-    .from_select(
-        SETTLED_EVENT_COLUMNS,
-        select(
-            *(bindparam(f"e_{c}", type_=events.c[c].type) for c in SETTLED_EVENT_COLUMNS)
-        ).select_from(_new_turn),
-    )
-    .on_conflict_do_nothing(index_elements=["id"])
-    .cte("reply_event")
-)
-_reply_chunk = (
-    postgresql.insert(deliveries)
-    .from_select(
-        REPLY_CHUNK_COLUMNS,
-        select(
-            *(bindparam(f"d_{c}", type_=deliveries.c[c].type) for c in REPLY_CHUNK_COLUMNS)
-        ).select_from(_new_turn),
-    )
-    .on_conflict_do_nothing(index_elements=["turn_id", "chunk_index"])
-    .returning(deliveries.c.id)
-    .cte("reply_chunk")
-)
-COMMIT_WITH_REPLY = select(
-    select(func.count()).select_from(_new_thread).scalar_subquery().label("threads"),
-    select(func.count()).select_from(_consumed).scalar_subquery().label("consumed"),
-    select(func.count()).select_from(_reply_chunk).scalar_subquery().label("replied"),
-).add_cte(_moved, _new_turn, _new_messages, _pointer_moved, _reply_event)

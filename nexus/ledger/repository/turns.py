@@ -10,21 +10,12 @@ from sqlalchemy import Connection, Executable, select
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
-from nexus.ledger.records import (
-    CommitOutcome,
-    MessageRecord,
-    ReplyDraft,
-    TurnDraft,
-    TurnRecord,
-    TurnView,
-)
+from nexus.ledger.records import CommitOutcome, MessageRecord, TurnDraft, TurnRecord, TurnView
 from nexus.ledger.repository import driver
-from nexus.ledger.repository.deliveries import DeliveryRepository, chunk_rows, one_chunk_reply
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 from nexus.ledger.repository.turn_commit_sql import (
     CHECK_HEAD,
     COMMIT_IN_ONE_STATEMENT,
-    COMMIT_WITH_REPLY,
     CONSUME_ITEMS,
     INSERT_COMPACTION,
     INSERT_HISTORY,
@@ -60,18 +51,14 @@ class TurnRepository:
         self._clock = clock
         self._postgres = connection.dialect.name == "postgresql"
 
-    def commit(
-        self, draft: TurnDraft, *, epoch: int, reply: ReplyDraft | None = None
-    ) -> CommitOutcome:
+    def commit(self, draft: TurnDraft, *, epoch: int) -> CommitOutcome:
         """Append `draft` to its session's chain if nobody moved the head or the epoch.
 
         The first statement is the compare-and-set on (head, epoch); when it matches no row
         the attempt is fenced and nothing has been written (the caller may still commit its
         unit of work). Otherwise the rest lands in this same transaction: turn, messages,
         tool calls, compaction, thread row, pointer history and the queue items the turn
-        consumed (DESIGN §1 rule 4), and `reply`, the answer's outbound event and chunks
-        (in the same statement on Postgres when it has one chunk). A fenced attempt
-        stores no reply.
+        consumed (DESIGN §1 rule 4).
         """
         if draft.status not in CHAIN_STATUSES:
             raise ValueError(
@@ -82,25 +69,15 @@ class TurnRepository:
             raise ValueError("a compaction turn needs compaction metadata, and only it may have it")
 
         rows = self._rows(draft, epoch, self._clock())
-        if self._postgres and reply is not None and len(reply.chunks) == 1:
-            return self._commit_in_one_statement(draft, epoch, rows, reply)
         if self._postgres:
-            outcome = self._commit_in_one_statement(draft, epoch, rows)
-        else:
-            outcome = self._commit_step_by_step(draft, epoch, rows)
-        if reply is None or not outcome.committed:
-            return outcome
-        ids = DeliveryRepository(self._conn, self._clock).add_reply(
-            reply.event, reply.chunks, disposition=reply.disposition, detail=reply.detail
-        )
-        return outcome.model_copy(update={"delivery_ids": tuple(ids)})
+            return self._commit_in_one_statement(draft, epoch, rows)
+        return self._commit_step_by_step(draft, epoch, rows)
 
     def _commit_in_one_statement(
-        self, draft: TurnDraft, epoch: int, rows: _CommitRows, reply: ReplyDraft | None = None
+        self, draft: TurnDraft, epoch: int, rows: _CommitRows
     ) -> CommitOutcome:
-        """Postgres: the commit is one round trip (turn_commit_sql.COMMIT_IN_ONE_STATEMENT,
-        or COMMIT_WITH_REPLY with a one-chunk reply), then tool calls and a compaction row
-        when the turn has any."""
+        """Postgres: the commit is one round trip (turn_commit_sql.COMMIT_IN_ONE_STATEMENT),
+        then tool calls and a compaction row when the turn has any."""
         turn, thread, history = rows.turn, rows.thread, rows.history
         params: dict[str, Any] = {
             "p_session": draft.session_id,
@@ -123,28 +100,13 @@ class TurnRepository:
             "i_id": rows.items["id"],
             "i_disposition": rows.items["disposition"],
         }
-        statement, chunks = COMMIT_IN_ONE_STATEMENT, []
-        if reply is not None:
-            statement, chunks = COMMIT_WITH_REPLY, chunk_rows(reply.chunks, rows.now)
-            params.update(
-                one_chunk_reply(
-                    reply.event,
-                    chunks[0],
-                    rows.now,
-                    disposition=reply.disposition,
-                    detail=reply.detail,
-                )
-            )
-        (wrote,) = driver.rows(self._conn, statement, params)
+        (wrote,) = driver.rows(self._conn, COMMIT_IN_ONE_STATEMENT, params)
         if not wrote["threads"]:
             return self._fenced_or_orphaned(draft, epoch)
         if wrote["consumed"] != len(draft.consumed):
             raise LedgerConflict(_not_all_open(draft))
-        if reply is not None and wrote["replied"] != len(chunks):
-            # The turn is new, so its reply cannot be stored already: refuse, roll back.
-            raise LedgerConflict(f"turn {draft.id!r} has a reply stored already")
         self._insert_tool_calls_and_compaction(draft, rows.now)
-        return _committed(draft, rows, delivery_ids=tuple(c["id"] for c in chunks))
+        return _committed(draft, rows)
 
     def _commit_step_by_step(
         self, draft: TurnDraft, epoch: int, rows: _CommitRows
@@ -339,9 +301,7 @@ def _not_all_open(draft: TurnDraft) -> str:
     return f"queue items {ids} of session {draft.session_id} are not all open"
 
 
-def _committed(
-    draft: TurnDraft, rows: _CommitRows, *, delivery_ids: tuple[str, ...] = ()
-) -> CommitOutcome:
+def _committed(draft: TurnDraft, rows: _CommitRows) -> CommitOutcome:
     """The outcome of a commit that wrote `rows`, with the turn as a read would return it."""
     turn = TurnRecord.model_validate(
         {
@@ -361,5 +321,4 @@ def _committed(
         turn_id=draft.id,
         message_ids=tuple(message.id for message in written),
         view=TurnView(turn=turn, messages=written, tool_calls=()),
-        delivery_ids=delivery_ids,
     )
