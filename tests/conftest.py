@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
-import redis.asyncio
 from sqlalchemy import text
 
-from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.db import Database
 from nexus.db.migrate import upgrade
 from nexus.ledger.models import metadata
@@ -20,14 +16,13 @@ from nexus.queueing.coordination import Coordination, InProcessCoordination
 from tests.services import (
     DEFAULT_DRIVER,
     POSTGRES_DRIVERS,
-    REDIS_URL,
     create_database,
     drop_database,
     postgres_problem,
     redis_problem,
     with_driver,
 )
-from tests.support import FakeClock
+from tests.support import FakeClock, redis_coordination
 
 # The ledger's contract, and the turn commit raced by processes, run on every Postgres
 # driver; every other suite on the default one only, which keeps the run's time in check.
@@ -156,12 +151,5 @@ def coordination(request: pytest.FixtureRequest) -> Iterator[Coordination]:
     if request.param == "in-process":
         yield InProcessCoordination()
         return
-    client = redis.Redis.from_url(REDIS_URL)
-    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
-    yield RedisCoordination(
-        client, prefix=prefix, streams=lambda: redis.asyncio.Redis.from_url(REDIS_URL)
-    )
-    keys = list(client.scan_iter(f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with redis_coordination() as found:
+        yield found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from nexus.ledger.repository import Ledger
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from nexus.adapters.redis_coordination import RedisCoordination
     from nexus.bootstrap import Nexus
     from nexus.db import Database
     from nexus.sessions.runner import SessionRunner
@@ -277,3 +279,25 @@ def serving_cli(tmp_path: Path, monkeypatch: Any) -> Iterator[Nexus]:
     finally:
         get_settings.cache_clear()
         database.dispose()
+
+
+@contextmanager
+def redis_coordination() -> Iterator[RedisCoordination]:
+    """Coordination on the real Redis under a key prefix of its own, its keys deleted after."""
+    import redis
+    import redis.asyncio
+
+    from nexus.adapters.redis_coordination import RedisCoordination
+    from tests.services import REDIS_URL
+
+    client = redis.Redis.from_url(REDIS_URL)
+    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
+    try:
+        yield RedisCoordination(
+            client, prefix=prefix, streams=lambda: redis.asyncio.Redis.from_url(REDIS_URL)
+        )
+    finally:
+        keys = list(client.scan_iter(f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()

@@ -3,19 +3,17 @@ the same rows, the same errors, the same events, the same JSON."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import bindparam, event, exc, insert, select, text
+from sqlalchemy import bindparam, exc, insert, select, text
 
 from nexus.db import Database
 from nexus.ledger.enums import EventStatus, MessageSource
 from nexus.ledger.models import Agent, table_of
 from nexus.ledger.records import DeliveryDraft, EventDraft
 from nexus.ledger.repository import driver
-from tests.support import build_chain, new_session
+from tests.support import build_chain, new_session, recorded_statements
 
 agents = table_of(Agent)
 _INSERT_AGENT = insert(agents)
@@ -36,25 +34,11 @@ def _agent(agent_id: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _statements(database: Database) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def before(_conn: object, _cursor: object, sql: str, *_: object) -> None:
-        seen.append(sql)
-
-    event.listen(database.engine, "before_cursor_execute", before)
-    try:
-        yield seen
-    finally:
-        event.remove(database.engine, "before_cursor_execute", before)
-
-
 def test_rows_come_back_by_label_and_every_statement_is_seen_by_the_engines_events(
     database: Database,
 ) -> None:
     with database.unit_of_work() as uow:
-        with _statements(database) as seen:
+        with recorded_statements(database) as seen:
             driver.execute(uow.connection, _INSERT_AGENT, _agent("a1"))
             found = driver.rows(uow.connection, _AGENT_BY_ID, {"agent_id": "a1"})
             changed = driver.execute(uow.connection, _RENAME, {"agent_id": "a1"})
@@ -120,7 +104,7 @@ def test_a_driver_error_is_raised_as_sqlalchemy_raises_it(database: Database) ->
 
 def test_an_expanding_parameter_is_refused_before_anything_runs(pg_database: Database) -> None:
     in_list = select(agents.c.id).where(agents.c.id.in_(bindparam("ids", expanding=True)))
-    with pg_database.unit_of_work() as uow, _statements(pg_database) as seen:
+    with pg_database.unit_of_work() as uow, recorded_statements(pg_database) as seen:
         if uow.connection.dialect.driver != "psycopg":
             found = driver.rows(uow.connection, in_list, {"ids": ["a"]})  # Core expands it
             assert found == []
@@ -204,7 +188,7 @@ def test_a_reply_is_its_settled_event_and_its_chunks_once_however_often_recorded
         session = new_session(uow.ledger)
         [turn_id] = build_chain(uow.ledger, session, 1)
         drafts = [_chunk(session.id, turn_id, n) for n in range(chunks)]
-        with _statements(database) as seen:
+        with recorded_statements(database) as seen:
             ids = uow.ledger.deliveries.add_reply(
                 _reply(turn_id), drafts, disposition="delivering", detail="d"
             )

@@ -6,31 +6,23 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
-import redis.asyncio
 
 from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.engine.stream import StreamEvent
 from tests.services import REDIS_URL
+from tests.support import redis_coordination
 
 pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
 def coordination() -> Iterator[RedisCoordination]:
-    client = redis.Redis.from_url(REDIS_URL)
-    prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
-    yield RedisCoordination(
-        client, prefix=prefix, streams=lambda: redis.asyncio.Redis.from_url(REDIS_URL)
-    )
-    keys = list(client.scan_iter(f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with redis_coordination() as found:
+        yield found
 
 
 def _spoil_stream(coordination: RedisCoordination, session_id: str) -> None:
