@@ -1,5 +1,7 @@
 """Latency at low load: webhook POST → turn committed, one message at a time, beside a bare
-Celery `apply_async().get()` round trip on the same broker and worker settings.
+Celery `apply_async().get()` round trip on the same broker and worker settings, and beside
+the floor: the same hops written bare (`bench/floor_app.py`), so the report shows how much
+of the time is the path's own shape and how much is Nexus.
 
 The commit is observed where the runtime announces it: a blocking XREAD on the session's
 Redis stream wakes on the `turn.committed` entry written right after the commit, so the
@@ -20,7 +22,7 @@ from sqlalchemy import text
 
 from bench import harness
 from bench.harness import poller
-from bench.stacks import BareStack, NexusStack, bare_stack, nexus_stack
+from bench.stacks import BareStack, FloorStack, NexusStack, bare_stack, floor_stack, nexus_stack
 
 _numbers = count(5_000_000)
 
@@ -91,6 +93,27 @@ def nexus_samples(stack: NexusStack, samples: int) -> list[float]:
     return found
 
 
+def floor_samples(stack: FloorStack, samples: int) -> list[float]:
+    """The floor's webhook → its `turn.committed` entry, timed as Nexus's side is."""
+    client = redis.Redis.from_url(harness.REDIS_URL)
+    key = stack.stream
+    found: list[float] = []
+    with httpx.Client(base_url=stack.api_url, timeout=60) as http:
+        for index in range(samples + 5):
+            newest: Any = client.xrevrange(key, count=1)
+            after = newest[0][0] if newest else "0-0"
+            started = time.perf_counter()
+            update = harness.telegram_update(next(_numbers), 0)
+            http.post("/hook", json=update, headers=stack.headers).raise_for_status()
+            if not client.xread({key: after}, block=30_000):
+                raise TimeoutError("the floor committed nothing within 30 s")
+            if index >= 5:
+                found.append((time.perf_counter() - started) * 1000)
+            time.sleep(0.02)
+    client.close()
+    return found
+
+
 def bare_samples(stack: BareStack, samples: int) -> list[float]:
     found: list[float] = []
     for index in range(samples + 5):
@@ -108,18 +131,22 @@ def run(*, quick: bool) -> dict[str, Any]:
         harness.scratch("latency") as work,
         nexus_stack(work) as nexus,
         bare_stack(work, senders=1) as bare,
+        floor_stack(work) as floor,
     ):
-        # Alternate halves so a noisy spell hits both sides.
-        nexus_ms, bare_ms = [], []
+        # Alternate halves so a noisy spell hits every side.
+        nexus_ms, floor_ms, bare_ms = [], [], []
         for _ in range(2):
             nexus_ms += nexus_samples(nexus, samples // 2)
+            floor_ms += floor_samples(floor, samples // 2)
             bare_ms += bare_samples(bare, samples // 2)
-    nexus_p, bare_p = percentiles(nexus_ms), percentiles(bare_ms)
+    nexus_p, floor_p, bare_p = percentiles(nexus_ms), percentiles(floor_ms), percentiles(bare_ms)
     return {
         "samples": len(nexus_ms),
         "nexus_ms": nexus_p,
+        "floor_ms": floor_p,
         "round_trip_ms": bare_p,
         "ratio": nexus_p["p50"] / bare_p["p50"],
+        "floor_ratio": floor_p["p50"] / bare_p["p50"],
         "observed_by": "blocking XREAD on the session's stream (turn.committed)",
     }
 

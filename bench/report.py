@@ -61,7 +61,20 @@ def _latency(r: dict[str, Any]) -> list[Row]:
         Row(first, n["p50"], b["p50"], "ms", "Celery round trip p50", r["ratio"], 3.0, False),
         _info("latency p95", n["p95"], b["p95"], "ms", "Celery round trip p95"),
         _info("latency p99", n["p99"], b["p99"], "ms", "Celery round trip p99"),
+        *_floor(r),
     ]
+
+
+def _floor(r: dict[str, Any]) -> list[Row]:
+    """The same hops written bare (`bench/floor_app.py`): what the path's shape costs."""
+    if "floor_ms" not in r:
+        return []
+    f, n, b = r["floor_ms"], r["nexus_ms"], r["round_trip_ms"]
+    return [
+        _info("… latency floor p50 (the hops written bare)", f["p50"], b["p50"], "ms",
+              "Celery round trip p50"),
+        _info("… latency p50 over its floor", n["p50"], f["p50"], "ms", "the floor p50"),
+    ]  # fmt: skip
 
 
 def _depth(r: dict[str, Any]) -> list[Row]:

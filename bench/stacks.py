@@ -41,6 +41,13 @@ class NexusStack:
 
 
 @dataclass
+class FloorStack:
+    api_url: str
+    stream: str  # sender 0's session stream, where each commit is announced
+    headers: dict[str, str]
+
+
+@dataclass
 class BareStack:
     url: str
     prefix: str
@@ -119,6 +126,32 @@ def bare_stack(work: Path, *, senders: int, concurrency: int = CONCURRENCY) -> I
             yield BareStack(url, prefix, client, [worker])
         finally:
             client.close()
+
+
+@contextmanager
+def floor_stack(work: Path, *, concurrency: int = CONCURRENCY) -> Iterator[FloorStack]:
+    """The latency floor (`bench/floor_app.py`): its API under uvicorn and its worker with
+    Nexus's Celery settings and flags, on a database and Redis prefix of its own."""
+    from bench import floor_app
+
+    with ExitStack() as stack:
+        prefix = stack.enter_context(harness.redis_prefix())
+        url = stack.enter_context(harness.database())
+        floor_app.prepare(url, senders=1)
+        env = harness.nexus_environment(url, prefix, work)
+        started = stack.enter_context(harness.processes())
+        port = harness.free_port()
+        api = [sys.executable, "-m", "uvicorn", "bench.floor_app:api", "--port", str(port)]
+        started.append(Process([*api, "--log-level", "warning"], env, work / "floor-api.log"))
+        args = [sys.executable, "-m", "celery", "-A", "bench.floor_app", "worker", "-E"]
+        args += ["-Q", "events", "-c", str(concurrency), *harness.WORKER_FLAGS, "-n", "floor@%h"]
+        worker = Process(args, env, work / "floor-worker.log")
+        started.append(worker)
+        worker.wait_log(b"ready.")
+        harness.wait_for(lambda: harness.port_open(port), timeout=60, what="the floor's API")
+        yield FloorStack(
+            f"http://127.0.0.1:{port}", floor_app.stream_key(prefix, 0), harness.TELEGRAM_HEADERS
+        )
 
 
 def fill_queues(url: str, *, sessions: int, per_session: int) -> None:
