@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nexus.engine.model import Block, ModelPort, ModelRequest, ModelStreamEvent
+from nexus.engine.prefix_sums import PrefixSums
 
 # What the Messages API reads: these images, and PDFs as documents.
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -135,17 +136,33 @@ def _fetched_block(block: Block, source: AttachmentSource | None) -> Block:
 _BY_URL = frozenset({"image", "document"})
 
 
+def _is_file(block: Mapping[str, Any]) -> bool:
+    kind = block.get("type")
+    return kind == FETCH or (kind in _BY_URL and isinstance(block.get("source"), dict))
+
+
 def _places(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
-    # Every model call looks through the whole history: the check inline, the type first.
     found: list[tuple[int, int]] = []
     for m, message in enumerate(messages):
         if message.get("role") != "user":
             continue
         for b, block in enumerate(message["content"]):
-            kind = block.get("type")
-            if kind == FETCH or (kind in _BY_URL and isinstance(block.get("source"), dict)):
+            if _is_file(block):
                 found.append((m, b))
     return found
+
+
+def files_in(message: Mapping[str, Any]) -> int:
+    """The files a message hands the model (a user's FETCH placeholders and by-URL files)."""
+    if message.get("role") != "user":
+        return 0
+    return sum(1 for block in message["content"] if _is_file(block))
+
+
+def file_counts() -> PrefixSums:
+    """Files per request, counted only in what is new since the conversation's last request
+    (see PrefixSums): a history without files costs its new messages, not its length."""
+    return PrefixSums(files_in)
 
 
 def resolve(
@@ -184,6 +201,9 @@ class WithAttachments:
 
     inner: ModelPort
     source: AttachmentSource | None
+    # Long-lived (the engine's): which requests hold files at all, known without reading a
+    # whole history on every model call.
+    files: PrefixSums = field(default_factory=file_counts)
     memo: dict[str, Block] = field(default_factory=dict)
     provider: str = ""
 
@@ -191,7 +211,7 @@ class WithAttachments:
         self.provider = self.inner.provider
 
     def stream(self, request: ModelRequest) -> Generator[ModelStreamEvent, None, None]:
-        if _places(request.messages):
+        if self.files.total(request.messages):
             messages = resolve(request.messages, self.source, self.memo)
             request = dataclasses.replace(request, messages=messages)
         yield from self.inner.stream(request)

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,13 +27,12 @@ from nexus.engine.model import (
     ToolInputDelta,
     ToolUseStarted,
 )
+from nexus.engine.prefix_sums import PrefixSums
 from nexus.engine.summarize import digest_request
 from nexus.ids import new_id
 from nexus.ledger.records import TokenUsage
 
 RECENT_REQUESTS = 100
-# Messages whose sizes the usage estimate remembers (see `_MessageSizes`).
-REMEMBERED_SIZES = 4_096
 SCRIPTED_NOTICE = "(Nexus scripted model: no ANTHROPIC_API_KEY is set, so I answer offline.)"
 
 
@@ -77,7 +76,7 @@ class ScriptedModel:
     # scripted model for days must not keep every context it was ever sent.
     requests: deque[ModelRequest] = field(default_factory=lambda: deque(maxlen=RECENT_REQUESTS))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _sizes: _MessageSizes = field(default_factory=lambda: _MessageSizes(), repr=False)
+    _sizes: PrefixSums = field(default_factory=lambda: PrefixSums(_json_size), repr=False)
 
     @classmethod
     def with_script(
@@ -135,8 +134,7 @@ class ScriptedModel:
         )
 
     def _estimate_request(self, request: ModelRequest) -> int:
-        with self._lock:
-            size = len(request.system_text) + sum(self._sizes.of(m) for m in request.messages)
+        size = len(request.system_text) + self._sizes.total(request.messages)
         return max(1, size // 4)
 
     def _thinking(self, thinking: str) -> Generator[ModelStreamEvent, None, None]:
@@ -187,27 +185,5 @@ def _summary(request: ModelRequest) -> str:
     return digest_request(text)
 
 
-class _MessageSizes:
-    """Each message's size as JSON, remembered by its content's identity: a session's
-    requests share their history's content lists turn after turn (the engine copies a
-    message's dict, never changes a content list it has handed out), so only what is new
-    since the last request is serialised, where serialising the whole history cost each
-    turn O(history). An entry holds its content, so its id is not reused while remembered."""
-
-    def __init__(self, most: int = REMEMBERED_SIZES) -> None:
-        self._most = most
-        self._known: dict[int, tuple[object, str, int]] = {}
-
-    def of(self, message: dict[str, Any]) -> int:
-        content, role = message.get("content"), str(message.get("role"))
-        if len(message) != 2 or content is None:  # not the plain {role, content} shape
-            return len(json.dumps(message))
-        key = id(content)
-        found = self._known.get(key)
-        if found is not None and found[0] is content and found[1] == role:
-            return found[2]
-        size = len(json.dumps(message))
-        self._known[key] = (content, role, size)
-        if len(self._known) > self._most:  # the first remembered goes (dicts keep order)
-            del self._known[next(iter(self._known))]
-        return size
+def _json_size(message: Mapping[str, Any]) -> int:
+    return len(json.dumps(message))

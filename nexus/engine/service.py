@@ -17,7 +17,7 @@ import structlog
 from nexus.db import Database
 from nexus.db.unit_of_work import run_after_commit
 from nexus.engine import compaction_policy
-from nexus.engine.attachments import AttachmentSource, WithAttachments
+from nexus.engine.attachments import AttachmentSource, WithAttachments, file_counts
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble
 from nexus.engine.context_cache import ContextCache
@@ -41,6 +41,7 @@ from nexus.engine.outcomes import (
     reported,
 )
 from nexus.engine.permissions import read_permissions
+from nexus.engine.prefix_sums import PrefixSums
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
@@ -102,6 +103,8 @@ class Engine:
     workspace: Workspace | None = None
     # Fetches files the model may read but not open by URL itself (they need a token).
     attachments: AttachmentSource | None = None
+    # Which requests hold files: shared by the session run's copies, like `contexts`.
+    file_counts: PrefixSums = field(default_factory=file_counts)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -418,7 +421,9 @@ class Engine:
     ) -> TurnMachine:
         toolbox, _ = self._toolbox(snapshot)
         return TurnMachine(
-            model=WithAttachments(self.model_for(config.model), self.attachments),
+            model=WithAttachments(
+                self.model_for(config.model), self.attachments, files=self.file_counts
+            ),
             toolbox=toolbox,
             signals=self.signals,
             publisher=self.publisher,

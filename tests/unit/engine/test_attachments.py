@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from nexus.engine.attachments import (
@@ -11,9 +11,12 @@ from nexus.engine.attachments import (
     MAX_SHOWN,
     AttachmentUnavailable,
     Fetched,
+    WithAttachments,
+    file_counts,
     resolve,
 )
 from nexus.engine.context import user_blocks
+from nexus.engine.model import ModelRequest, ModelStreamEvent
 from nexus.engine.query import QueryMessage
 
 CHART = {
@@ -134,3 +137,51 @@ def test_only_the_newest_files_are_shown_fetched_or_by_url() -> None:
     assert all(block["type"] != FETCH for m in resolved for block in m["content"])
     # With nothing newer, the URL stays for the API to fetch.
     assert resolve(messages[:1], source)[0]["content"][2]["source"]["type"] == "url"
+
+
+class _Echo:
+    """A model port that records the messages it was handed."""
+
+    def __init__(self) -> None:
+        self.provider = "echo"
+        self.seen: list[Sequence[Mapping[str, Any]]] = []
+
+    def stream(self, request: ModelRequest) -> Generator[ModelStreamEvent, None, None]:
+        self.seen.append(request.messages)
+        yield from ()
+
+
+def test_a_history_is_looked_through_for_files_once_not_on_every_model_call() -> None:
+    """The engine's file counts outlive a turn: a request that repeats the last one's
+    history (the same content lists, in new dicts) counts files in its new messages only,
+    and a file anywhere in the history is still resolved."""
+    files = file_counts()
+    source = Source({"AgAC": b"jpeg"})
+    history: list[dict[str, Any]] = [
+        {"role": role, "content": [{"type": "text", "text": f"{role} {n}"}]}
+        for n in range(40)
+        for role in ("user", "assistant")
+    ]
+    for turn in range(3):
+        asked = [{"role": "user", "content": [{"type": "text", "text": f"question {turn}"}]}]
+        request = ModelRequest(model="m", system="", messages=(*(dict(m) for m in history), *asked))
+        inner = _Echo()
+        list(WithAttachments(inner, source, files=files).stream(request))
+        assert inner.seen == [request.messages]  # no files: handed over as they are
+        history += asked
+    assert files.measured == 81 + 1 + 1
+    with_photo = {"role": "user", "content": _blocks("telegram", "look", PHOTO)}
+    request = ModelRequest(model="m", system="", messages=(*(dict(m) for m in history), with_photo))
+    inner = _Echo()
+    list(WithAttachments(inner, source, files=files).stream(request))
+    [handed] = inner.seen
+    assert handed[-1]["content"][2]["source"]["type"] == "base64"
+    later = ModelRequest(
+        model="m",
+        system="",
+        messages=(*(dict(m) for m in request.messages), {"role": "assistant", "content": []}),
+    )
+    inner = _Echo()
+    list(WithAttachments(inner, source, files=files).stream(later))
+    assert inner.seen[0][-2]["content"][2]["source"]["type"] == "base64"
+    assert files.measured == 83 + 1 + 1
