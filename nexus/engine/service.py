@@ -70,6 +70,7 @@ from nexus.ledger.records import (
     ConsumedItem,
     EventRecord,
 )
+from nexus.ledger.repository.snapshots import SessionSnapshot
 from nexus.pricing import BUILTIN, PriceTable
 
 log = structlog.get_logger(__name__)
@@ -113,6 +114,12 @@ class Engine:
         only the turns this process has not read yet (see ContextCache)."""
         with self.database.reading() as uow:
             read = uow.ledger.snapshots.read(session_id, known=self.contexts.get(session_id))
+        return self.taken(read)
+
+    def taken(self, read: SessionSnapshot) -> Snapshot:
+        """A snapshot read elsewhere (with the run's claim), kept like one read here: the
+        context is remembered for the session's next read."""
+        session_id = read.session.id
         self.contexts.put(session_id, read.context)
         context = read.context
         return Snapshot(
@@ -201,11 +208,13 @@ class Engine:
         queue_mode: QueueMode | None = None,
         source: EventRecord | None = None,
         leading: Sequence[StreamEvent] = (),
+        read: SessionSnapshot | None = None,
     ) -> TurnOutcome:
         """Answer `queries` in the session; `/compact …` as the only query compacts instead.
         `source` is the event of the first query that has one, when the caller read it: the
         commit hooks get it instead of reading it back. `leading` is sent on the stream
-        before `session.started`, with the turn's first publish.
+        before `session.started`, with the turn's first publish. `read` is the session as
+        the run's claim left it (`snapshots.claim`), read with the claim: not read again.
 
         The stream tells watchers the session is busy (`session.started`) and then how it
         ended (`session.completed`, or `session.failed` for a failed or fenced attempt)."""
@@ -234,6 +243,7 @@ class Engine:
                 queue_mode=queue_mode,
                 report=report,
                 source=source,
+                read=read,
             )
         except BaseException:
             # Watchers still learn a turn started; the runner reports the rest. A commit
@@ -267,6 +277,7 @@ class Engine:
         queue_mode: QueueMode | None,
         report: Report,
         source: EventRecord | None = None,
+        read: SessionSnapshot | None = None,
     ) -> TurnOutcome:
         manual = (
             compaction_policy.manual_compaction_request(queries[0].text)
@@ -288,7 +299,7 @@ class Engine:
                 compactions=(outcome,),
             )
         compactions: list[CompactionOutcome] = []
-        snapshot = self.snapshot(session_id)
+        snapshot = self.taken(read) if read is not None else self.snapshot(session_id)
         try:
             config = self._config(snapshot, queries)
         except ModelConfigError as error:

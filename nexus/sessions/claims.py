@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.records import EventRecord
+from nexus.ledger.repository.snapshots import SessionSnapshot
 from nexus.queueing.coordination import Lease
 from nexus.queueing.modes import Run
 
@@ -20,6 +21,8 @@ class Claim:
     events: dict[str, EventRecord | None]
     overflow: str | None
     more: bool
+    # The session as the claim left it, read in the claim's statement (None: read it).
+    read: SessionSnapshot | None = None
 
 
 @dataclass(frozen=True)

@@ -251,8 +251,11 @@ class SessionRunner:
             return "idle"
         if isinstance(plan, WaitUntil):
             return "waiting"
-        epoch, claimed = uow.ledger.queue.claim_for_run(
-            session_id, [item.id for item in plan.items], lease_ms=self._claim_lease_ms()
+        epoch, claimed, read = uow.ledger.snapshots.claim(
+            session_id,
+            [item.id for item in plan.items],
+            lease_ms=self._claim_lease_ms(),
+            known=self.engine.contexts.get(session_id),
         )
         events = {item.event_id: event for item, event in found if item.event_id}
         dropped = [(item, event) for item, event in found if item.status == QueueStatus.DROPPED]
@@ -263,6 +266,7 @@ class SessionRunner:
             events=events,
             overflow=overflow,
             more=len(queued) > len(claimed),
+            read=read,
         )
 
     def _claim_lease_ms(self) -> int:
@@ -309,6 +313,7 @@ class SessionRunner:
                 # The reply's address comes from the event this run read, not a read back.
                 source=next((events.get(q.event_id) for q in queries if q.event_id), None),
                 leading=announce,
+                read=claim.read,
             )
         except Exception as error:  # a bug in one turn must not wedge the session
             log.exception("turn_crashed", session_id=session_id)

@@ -11,7 +11,7 @@ from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import EventDraft, NewQueueItem
 from nexus.ledger.repository.queue import Enqueued
-from tests.support import FakeClock, new_session
+from tests.support import FakeClock, build_chain, new_session
 
 
 def _event(database: Database, event_id: str) -> None:
@@ -178,6 +178,47 @@ def test_a_run_claims_its_items_under_a_new_epoch(database: Database) -> None:
     assert [item.id for item in claimed] == [ids[2], ids[0]]  # in the order asked
     assert all(i.status == QueueStatus.CLAIMED and i.claimed_epoch == epoch for i in claimed)
     assert all(item.attempts == 1 for item in claimed) and none == []
+
+
+def test_a_claim_reads_the_session_as_it_leaves_it(database: Database) -> None:
+    """`snapshots.claim`: the run's claim and the snapshot its turn reads, together (one
+    statement on Postgres): the same items and epoch as `queue.claim_for_run`, and the same
+    snapshot as a read after the commit: the bumped epoch, the persona's capabilities in
+    order, once each however many items were claimed, and the context at the head."""
+    from nexus.ledger.repository import NotFound
+
+    with database.unit_of_work() as uow:
+        session = new_session(uow.ledger)
+        build_chain(uow.ledger, session, 3)
+        uow.ledger.agents.set_capabilities(
+            session.persona_id,
+            [("web", "Web", "reads pages", "active"), ("code", "Code", "runs code", "active")],
+        )
+        ids = [
+            uow.ledger.queue.enqueue(
+                NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE, payload={"n": n})
+            )[0]
+            for n in range(3)
+        ]
+        before = uow.ledger.sessions.get(session.id)
+        epoch, claimed, read = uow.ledger.snapshots.claim(
+            session.id, [ids[2], ids[0]], lease_ms=1_000
+        )
+        # Taken already: nothing is claimed, no snapshot, and the epoch still moves on.
+        again, none, unread = uow.ledger.snapshots.claim(session.id, [ids[0]], lease_ms=1_000)
+        with pytest.raises(NotFound):
+            uow.ledger.snapshots.claim("01NOSUCHSESSION00000000000", [ids[1]], lease_ms=1)
+        uow.commit()
+    with database.reading() as uow:
+        after = uow.ledger.snapshots.read(session.id)
+    assert before is not None and read is not None
+    assert epoch == before.epoch + 1 and again == epoch + 1 == after.session.epoch
+    assert [item.id for item in claimed] == [ids[2], ids[0]]  # in the order asked
+    assert all(i.status == QueueStatus.CLAIMED and i.claimed_epoch == epoch for i in claimed)
+    assert all(item.attempts == 1 for item in claimed) and none == [] and unread is None
+    assert read.session == after.session.model_copy(update={"epoch": epoch})
+    assert read.persona == after.persona and read.capability_ids == ("web", "code")
+    assert read.context == after.context and len(read.context.turns) == 3
 
 
 def _writes() -> tuple[list[str], Callable[..., None]]:

@@ -62,7 +62,7 @@ class Ledger:
 
     @cached_property
     def snapshots(self) -> SnapshotRepository:
-        return SnapshotRepository(self.connection)
+        return SnapshotRepository(self.connection, self.clock)
 
     @cached_property
     def events(self) -> EventRepository:

@@ -144,23 +144,31 @@ CLAIM_IDS = (
     .returning(*_ITEM_COLUMNS)
 )
 
-_bumped = BUMP_EPOCH.returning(sessions.c.id).cte("bumped")
-CLAIM_FOR_RUN = (
-    update(queue_items)
-    .where(
-        queue_items.c.id == any_(cast(bindparam("run_items", type_=ARRAY(String)), ARRAY(String)))
+
+def claiming(bumped: Any) -> Any:
+    """Claim the `run_items` still queued under the epoch the session's bump (`bumped`, a
+    CTE returning at least the session's id and epoch) just took: an UPDATE returning them."""
+    return (
+        update(queue_items)
+        .where(
+            queue_items.c.id
+            == any_(cast(bindparam("run_items", type_=ARRAY(String)), ARRAY(String)))
+        )
+        .where(queue_items.c.status == QueueStatus.QUEUED)
+        # Only the bumped session's items: none when the session is not there.
+        .where(queue_items.c.session_id == select(bumped.c.id).scalar_subquery())
+        .values(
+            status=QueueStatus.CLAIMED,
+            claimed_epoch=select(bumped.c.epoch).scalar_subquery(),
+            claim_expires_at=bindparam("run_expires_at"),
+            attempts=queue_items.c.attempts + 1,
+            updated_at=bindparam("run_now"),
+        )
     )
-    .where(queue_items.c.status == QueueStatus.QUEUED)
-    # Only the bumped session's items: none when the session is not there.
-    .where(queue_items.c.session_id == select(_bumped.c.id).scalar_subquery())
-    .values(
-        status=QueueStatus.CLAIMED,
-        claimed_epoch=select(_bumped.c.epoch).scalar_subquery(),
-        claim_expires_at=bindparam("run_expires_at"),
-        attempts=queue_items.c.attempts + 1,
-        updated_at=bindparam("run_now"),
-    )
-    .returning(*_ITEM_COLUMNS)
+
+
+CLAIM_FOR_RUN = claiming(BUMP_EPOCH.returning(sessions.c.id).cte("bumped")).returning(
+    *_ITEM_COLUMNS
 )
 SESSION_EPOCH = select(sessions.c.epoch).where(sessions.c.id == bindparam("bump_session"))
 

@@ -384,7 +384,8 @@ _LOCK = (
 # claim on Postgres runs it as a CTE). A worker's task is running from then on, in the same
 # statement (no cost to other sessions, whose task_status is null); a cancelled task stays
 # cancelled, whatever run was already on its way.
-BUMP_EPOCH = (
+# A run's claim of the session: its fencing epoch + 1 (and a worker's task running).
+BUMP = (
     update(sessions)
     .where(sessions.c.id == bindparam("bump_session"))
     .values(
@@ -397,5 +398,5 @@ BUMP_EPOCH = (
             else_=TaskStatus.RUNNING.value,
         ),
     )
-    .returning(sessions.c.epoch)
 )
+BUMP_EPOCH = BUMP.returning(sessions.c.epoch)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, bindparam, select, true
 
+from nexus.ids import Clock, now_ms
 from nexus.ledger.models import (
     Agent,
     AgentCapability,
     Compaction,
+    QueueItem,
     Session,
     Thread,
     table_of,
@@ -18,11 +22,15 @@ from nexus.ledger.records import (
     AgentRecord,
     CompactionRecord,
     ContextRead,
+    QueueItemRecord,
     SessionRecord,
     ThreadRecord,
 )
 from nexus.ledger.repository import driver
 from nexus.ledger.repository.errors import NotFound
+from nexus.ledger.repository.queue import QueueRepository
+from nexus.ledger.repository.queue_sql import SESSION_EPOCH, claiming
+from nexus.ledger.repository.sessions import BUMP
 from nexus.ledger.repository.threads import ThreadRepository, head_context_row
 
 sessions = table_of(Session)
@@ -30,6 +38,7 @@ agents = table_of(Agent)
 agent_capabilities = table_of(AgentCapability)
 threads = table_of(Thread)
 compactions = table_of(Compaction)
+queue_items = table_of(QueueItem)
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,9 @@ class SessionSnapshot:
 
 
 class SnapshotRepository:
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, clock: Clock = now_ms) -> None:
         self._conn = connection
+        self._clock = clock
 
     def read(self, session_id: str, *, known: ContextRead | None = None) -> SessionSnapshot:
         """One round trip for the session, its persona and capabilities, and its head's
@@ -55,6 +65,53 @@ class SnapshotRepository:
         rows = driver.rows(self._conn, _SNAPSHOT, {"session": session_id})
         if not rows:
             raise NotFound(f"no session with id {session_id!r}")
+        return self._snapshot(rows, known)
+
+    def claim(
+        self,
+        session_id: str,
+        item_ids: Sequence[str],
+        *,
+        lease_ms: int,
+        known: ContextRead | None = None,
+    ) -> tuple[int, list[QueueItemRecord], SessionSnapshot | None]:
+        """`queue.claim_for_run`, and the snapshot a turn reads before its model call as the
+        claim leaves the session: one statement on Postgres for both (then the context, as
+        `read`, when the run has not read it yet). The snapshot is None when nothing was
+        claimed (the items were taken meanwhile)."""
+        if self._conn.dialect.name != "postgresql":
+            epoch, items = QueueRepository(self._conn, self._clock).claim_for_run(
+                session_id, item_ids, lease_ms=lease_ms
+            )
+            return epoch, items, self.read(session_id, known=known) if items else None
+        now = self._clock()
+        params = {
+            "bump_session": session_id,
+            "run_items": list(item_ids),
+            "run_expires_at": now + lease_ms,
+            "run_now": now,
+        }
+        rows = driver.rows(self._conn, _CLAIM_READING, params)
+        if not rows:  # nothing claimed (taken meanwhile): the epoch moved on all the same
+            current = self._conn.execute(SESSION_EPOCH, params).scalar_one_or_none()
+            if current is None:
+                raise NotFound(f"no session with id {session_id!r}")
+            return int(current), [], None
+        claimed: dict[str, QueueItemRecord] = {}
+        for row in rows:
+            if row["q_id"] not in claimed:
+                claimed[row["q_id"]] = QueueItemRecord.model_validate(
+                    {n: row[f"q_{n}"] for n in _ITEM_FIELDS}
+                )
+        first = rows[0]["q_id"]
+        order = {item_id: index for index, item_id in enumerate(item_ids)}
+        items = sorted(claimed.values(), key=lambda item: order[item.id])
+        snapshot = self._snapshot([row for row in rows if row["q_id"] == first], known)
+        return int(rows[0]["s_epoch"]), items, snapshot
+
+    def _snapshot(
+        self, rows: Sequence[Mapping[str, Any]], known: ContextRead | None
+    ) -> SessionSnapshot:
         first = rows[0]
         session = SessionRecord.model_validate({n: first[f"s_{n}"] for n in _SESSION_FIELDS})
         if first["a_id"] is None:
@@ -97,4 +154,40 @@ _SNAPSHOT = (
     )
     .where(sessions.c.id == bindparam("session"))
     .order_by(agent_capabilities.c.position)
+)
+
+# The claim (`queue_sql.CLAIM_FOR_RUN`) with the snapshot above read off the session row it
+# leaves: one row per claimed item and capability. The session's columns come from the
+# bump's RETURNING (a statement's own changes are invisible to its reads).
+_ITEM_FIELDS = list(QueueItemRecord.model_fields)
+_bump = BUMP.returning(*(sessions.c[name] for name in _SESSION_FIELDS)).cte("b")
+_claimed = claiming(_bump).returning(*(queue_items.c[name] for name in _ITEM_FIELDS)).cte("c")
+# Short names, so that the statement's text stays within what psycopg 3 caches converted
+# (4,096 characters): longer, it would be parsed again on every claim.
+_a, _ac, _h, _an, _cp = (
+    agents.alias("a"),
+    agent_capabilities.alias("ac"),
+    threads.alias("h"),
+    threads.alias("an"),
+    compactions.alias("cp"),
+)
+_CLAIM_READING = (
+    select(
+        *(_claimed.c[name].label(f"q_{name}") for name in _ITEM_FIELDS),
+        *(_bump.c[name].label(f"s_{name}") for name in _SESSION_FIELDS),
+        *(_a.c[name].label(f"a_{name}") for name in _AGENT_FIELDS),
+        _ac.c.capability_id,
+        *(_h.c[name].label(f"h_{name}") for name in ThreadRecord.model_fields),
+        _an.c.depth.label("anchor_depth"),
+        *(_cp.c[name].label(f"c_{name}") for name in CompactionRecord.model_fields),
+    )
+    .select_from(
+        _claimed.join(_bump, true())
+        .outerjoin(_a, _a.c.id == _bump.c.persona_id)
+        .outerjoin(_ac, _ac.c.agent_id == _a.c.id)
+        .outerjoin(_h, _h.c.turn_id == _bump.c.thread_id)
+        .outerjoin(_an, _an.c.turn_id == _h.c.anchor_turn_id)
+        .outerjoin(_cp, _cp.c.turn_id == _h.c.anchor_turn_id)
+    )
+    .order_by(_claimed.c.id, _ac.c.position)
 )
