@@ -11,9 +11,11 @@ from typing import Any
 Message = Mapping[str, Any]
 
 # Conversations remembered, and messages held across them (the oldest conversation goes
-# first): each holds references to its messages' content lists, so both are bounded.
+# first): each holds references to its messages' content lists, so both are bounded, like
+# the context cache's sessions and turns (64, and 2,000 turns of about two messages each),
+# so as not to keep alive what the cache has let go.
 DEFAULT_CONVERSATIONS = 64
-DEFAULT_MESSAGES = 20_000
+DEFAULT_MESSAGES = 5_000
 
 
 @dataclass(frozen=True)
