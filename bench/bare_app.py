@@ -56,7 +56,7 @@ _local: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def _engine() -> Engine:
+def engine() -> Engine:
     # Built on first use, so after the prefork fork, like Nexus's own.
     with _lock:
         if "engine" not in _local:
@@ -66,7 +66,7 @@ def _engine() -> Engine:
         return _local["engine"]  # type: ignore[no-any-return]
 
 
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
     with _lock:
         if "redis" not in _local:
             _local["redis"] = redis.Redis.from_url(settings.redis_url or "")
@@ -77,7 +77,7 @@ def _session_of(sender: str) -> str:
     """The session for a sender: one lookup per sender per process, then memory."""
     sessions: dict[str, str] = _local.setdefault("sessions", {})
     if sender not in sessions:
-        with _engine().connect() as connection:
+        with engine().connect() as connection:
             found = connection.execute(
                 text("SELECT id FROM sessions WHERE label = :label"), {"label": f"bare:{sender}"}
             ).scalar_one()
@@ -93,10 +93,10 @@ def route(sender: str, said: str) -> None:
 @app.task(name="bare.session")
 def session(session_id: str, said: str) -> None:
     prefix = settings.broker_prefix or ""
-    lock = _redis().lock(
+    lock = redis_client().lock(
         f"{prefix}bare-lock:{session_id}", timeout=30, sleep=0.002, blocking_timeout=60
     )
-    with lock, _engine().begin() as connection:
+    with lock, engine().begin() as connection:
         bare_turn(connection, session_id, said, f"you said: {said}")
 
 

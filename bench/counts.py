@@ -172,7 +172,7 @@ def _bare(database: Any) -> dict[str, dict[str, float]]:
     from bench.ledger import _session
 
     ids = {n: _session(database, f"bare:{n}")[0].id for n in range(SENDERS)}
-    engine = bare_app._engine()
+    engine = bare_app.engine()
     for n in range(SENDERS):  # warm: the router's per-process session cache, the pool
         bare_app.route.run(str(n), "hello")
         bare_app.session.run(ids[n], "hello")

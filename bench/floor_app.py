@@ -15,28 +15,23 @@ from __future__ import annotations
 
 import hmac
 import json
-import threading
 import uuid
-from typing import Any
 
-import redis
 from celery import Celery
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import create_engine, text
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bench.bare_app import create_bare
+from bench.bare_app import create_bare, engine, redis_client
 from nexus.ids import new_id, now_ms
 from nexus.settings import Settings
 
 settings = Settings()
 app: Celery = create_bare(settings)
 app.conf.task_routes = {**app.conf.task_routes, "floor.route": {"queue": "events"}}
-_local: dict[str, Any] = {}
-_lock = threading.Lock()
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS floor_sessions (
@@ -95,41 +90,25 @@ _COMMIT = text(
 )
 
 
-def _engine() -> Engine:
-    with _lock:
-        if "engine" not in _local:
-            _local["engine"] = create_engine(
-                settings.database_url, pool_size=settings.db_pool_size, max_overflow=0
-            )
-        return _local["engine"]  # type: ignore[no-any-return]
-
-
-def _redis() -> redis.Redis:
-    with _lock:
-        if "redis" not in _local:
-            _local["redis"] = redis.Redis.from_url(settings.redis_url or "")
-        return _local["redis"]  # type: ignore[no-any-return]
-
-
 def _key(name: str) -> str:
     return f"{settings.broker_prefix or ''}floor:{name}"
 
 
 def prepare(url: str, senders: int) -> None:
     """The floor's tables and one session per sender, in the benchmark's database."""
-    engine = create_engine(url)
-    with engine.begin() as connection:
+    admin = create_engine(url)
+    with admin.begin() as connection:
         connection.exec_driver_sql(SCHEMA)
         for sender in range(senders):
             connection.execute(
                 text("INSERT INTO floor_sessions VALUES (:id, :sender, NULL, 0)"),
                 {"id": f"s{sender}", "sender": str(7000 + sender)},
             )
-    engine.dispose()
+    admin.dispose()
 
 
 def _store(event_id: str, sender: str, body: bytes) -> None:
-    with _engine().begin() as connection:
+    with engine().begin() as connection:
         connection.execute(
             _STORE, {"id": event_id, "sender": sender, "body": body.decode(), "at": now_ms()}
         )
@@ -150,7 +129,7 @@ async def _hook(request: Request) -> Response:
     event_id = f"telegram:{update['update_id']}"
     sender = str(update["message"]["from"]["id"])
     await run_in_threadpool(_store, event_id, sender, json.dumps(update["message"]).encode())
-    if _redis().set(_key("router"), "1", nx=True, ex=300):
+    if redis_client().set(_key("router"), "1", nx=True, ex=300):
         app.send_task("floor.route", args=[event_id])
     return JSONResponse({"accepted": [{"event_id": event_id}]})
 
@@ -160,11 +139,11 @@ api = Starlette(routes=[Route("/hook", _hook, methods=["POST"])])
 
 @app.task(name="floor.route")
 def route(event_id: str) -> int:
-    client = _redis()
+    client = redis_client()
     client.delete(_key("router"))
-    engine = _engine()
+    database = engine()
     lease: str | None = None
-    with engine.begin() as connection:
+    with database.begin() as connection:
         waiting = connection.execute(_WAITING).all()
         for row in waiting:
             qid = new_id()
@@ -178,12 +157,12 @@ def route(event_id: str) -> int:
             epoch, head = connection.execute(_CLAIM, {"sid": last.sid, "qid": qid}).one()
     if lease is None:
         return len(waiting)
-    with engine.connect() as connection:
+    with database.connect() as connection:
         context = connection.execute(_CONTEXT, {"sid": last.sid}).all()
         connection.rollback()
     answer = f"you said: {last.said} ({len(context)} before)"
     turn_id = new_id()
-    with engine.begin() as connection:
+    with database.begin() as connection:
         connection.execute(
             _COMMIT,
             {

@@ -10,6 +10,7 @@ from sqlalchemy import event as sql_event
 from nexus.db import Database
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import EventDraft, NewQueueItem
+from nexus.ledger.repository import Ledger
 from nexus.ledger.repository.queue import Enqueued
 from tests.support import FakeClock, build_chain, new_session
 
@@ -153,17 +154,22 @@ def test_for_session_lists_in_queue_order_with_filters(database: Database) -> No
     assert [i.id for i in waiting] == [b]
 
 
+def _queued(ledger: Ledger, session_id: str, count: int) -> list[str]:
+    """`count` items queued for the session, in `queue` mode; their ids in order."""
+    return [
+        ledger.queue.enqueue(
+            NewQueueItem(session_id=session_id, mode=QueueMode.QUEUE, payload={"n": n})
+        )[0]
+        for n in range(count)
+    ]
+
+
 def test_a_run_claims_its_items_under_a_new_epoch(database: Database) -> None:
     from nexus.ledger.repository import NotFound
 
     with database.unit_of_work() as uow:
         session = new_session(uow.ledger)
-        ids = [
-            uow.ledger.queue.enqueue(
-                NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE, payload={"n": n})
-            )[0]
-            for n in range(3)
-        ]
+        ids = _queued(uow.ledger, session.id, 3)
         before = uow.ledger.sessions.get(session.id)
         epoch, claimed = uow.ledger.queue.claim_for_run(
             session.id, [ids[2], ids[0]], lease_ms=1_000
@@ -194,12 +200,7 @@ def test_a_claim_reads_the_session_as_it_leaves_it(database: Database) -> None:
             session.persona_id,
             [("web", "Web", "reads pages", "active"), ("code", "Code", "runs code", "active")],
         )
-        ids = [
-            uow.ledger.queue.enqueue(
-                NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE, payload={"n": n})
-            )[0]
-            for n in range(3)
-        ]
+        ids = _queued(uow.ledger, session.id, 3)
         before = uow.ledger.sessions.get(session.id)
         epoch, claimed, read = uow.ledger.snapshots.claim(
             session.id, [ids[2], ids[0]], lease_ms=1_000
