@@ -94,17 +94,20 @@ def _key(name: str) -> str:
     return f"{settings.broker_prefix or ''}floor:{name}"
 
 
-def prepare(url: str, senders: int) -> None:
-    """The floor's tables and one session per sender, in the benchmark's database."""
+def prepare(url: str, senders: int) -> list[str]:
+    """The floor's tables and one session per sender (as `harness.telegram_update` numbers
+    them), in the benchmark's database; the sessions' ids, by sender."""
+    sessions = [f"s{sender}" for sender in range(senders)]
     admin = create_engine(url)
     with admin.begin() as connection:
         connection.exec_driver_sql(SCHEMA)
-        for sender in range(senders):
+        for sender, session_id in enumerate(sessions):
             connection.execute(
                 text("INSERT INTO floor_sessions VALUES (:id, :sender, NULL, 0)"),
-                {"id": f"s{sender}", "sender": str(7000 + sender)},
+                {"id": session_id, "sender": str(7000 + sender)},
             )
     admin.dispose()
+    return sessions
 
 
 def _store(event_id: str, sender: str, body: bytes) -> None:
@@ -114,9 +117,9 @@ def _store(event_id: str, sender: str, body: bytes) -> None:
         )
 
 
-def stream_key(prefix: str, sender: int) -> str:
-    """Where the floor announces a commit for `sender`'s session (`turn.committed`)."""
-    return f"{prefix}floor:stream:s{sender}"
+def stream_key(prefix: str, session_id: str) -> str:
+    """Where the floor announces a commit in the session (`turn.committed`)."""
+    return f"{prefix}floor:stream:{session_id}"
 
 
 async def _hook(request: Request) -> Response:
@@ -142,7 +145,7 @@ def route(event_id: str) -> int:
     client = redis_client()
     client.delete(_key("router"))
     database = engine()
-    lease: str | None = None
+    leased = False
     with database.begin() as connection:
         waiting = connection.execute(_WAITING).all()
         for row in waiting:
@@ -151,11 +154,10 @@ def route(event_id: str) -> int:
         if not waiting:
             return 0
         last = waiting[-1]
-        token = uuid.uuid4().hex
-        if client.set(_key(f"lease:{last.sid}"), token, nx=True, px=30_000):
-            lease = token
+        leased = bool(client.set(_key(f"lease:{last.sid}"), uuid.uuid4().hex, nx=True, px=30_000))
+        if leased:
             epoch, head = connection.execute(_CLAIM, {"sid": last.sid, "qid": qid}).one()
-    if lease is None:
+    if not leased:
         return len(waiting)
     with database.connect() as connection:
         context = connection.execute(_CONTEXT, {"sid": last.sid}).all()
@@ -178,7 +180,7 @@ def route(event_id: str) -> int:
                 "qid": qid,
             },
         ).one()
-    stream = stream_key(settings.broker_prefix or "", int(last.sid[1:]))
+    stream = stream_key(settings.broker_prefix or "", last.sid)
     client.xadd(stream, {"type": "turn.committed", "turn_id": turn_id})
     client.delete(_key(f"lease:{last.sid}"))
     return len(waiting)

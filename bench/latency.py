@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from itertools import count
 from typing import Any
 
@@ -51,8 +52,6 @@ def _committed(entries: Any) -> bool:
 
 def nexus_samples(stack: NexusStack, samples: int) -> list[float]:
     assert stack.api_url is not None
-    client = redis.Redis.from_url(harness.REDIS_URL)
-    found: list[float] = []
     with httpx.Client(base_url=stack.api_url, timeout=60) as http:
 
         def post() -> None:
@@ -73,45 +72,42 @@ def nexus_samples(stack: NexusStack, samples: int) -> list[float]:
                 text("SELECT id FROM sessions WHERE label LIKE 'dm:%'")
             ).scalar_one()
         engine.dispose()
-        key = f"{stack.prefix}stream:{session_id}"
-        for index in range(samples + 5):  # the first five warm up
-            newest: Any = client.xrevrange(key, count=1)
-            after = newest[0][0] if newest else "0-0"
-            started = time.perf_counter()
-            post()
-            while True:
-                entries: Any = client.xread({key: after}, block=30_000)
-                if not entries:
-                    raise TimeoutError("no turn.committed within 30 s")
-                if _committed(entries):
-                    break
-                after = entries[0][1][-1][0]
-            if index >= 5:
-                found.append((time.perf_counter() - started) * 1000)
-            time.sleep(0.02)  # low load: the system is idle when each message arrives
+        return timed_commits(post, f"{stack.prefix}stream:{session_id}", samples)
+
+
+def timed_commits(post: Callable[[], object], key: str, samples: int) -> list[float]:
+    """`samples` times (after five to warm up): `post()` a message, then wait on the Redis
+    stream `key` for the `turn.committed` entry its turn writes; the milliseconds between."""
+    client = redis.Redis.from_url(harness.REDIS_URL)
+    found: list[float] = []
+    for index in range(samples + 5):
+        newest: Any = client.xrevrange(key, count=1)
+        after = newest[0][0] if newest else "0-0"
+        started = time.perf_counter()
+        post()
+        while True:
+            entries: Any = client.xread({key: after}, block=30_000)
+            if not entries:
+                raise TimeoutError("no turn.committed within 30 s")
+            if _committed(entries):
+                break
+            after = entries[0][1][-1][0]
+        if index >= 5:
+            found.append((time.perf_counter() - started) * 1000)
+        time.sleep(0.02)  # low load: the system is idle when each message arrives
     client.close()
     return found
 
 
 def floor_samples(stack: FloorStack, samples: int) -> list[float]:
     """The floor's webhook → its `turn.committed` entry, timed as Nexus's side is."""
-    client = redis.Redis.from_url(harness.REDIS_URL)
-    key = stack.stream
-    found: list[float] = []
     with httpx.Client(base_url=stack.api_url, timeout=60) as http:
-        for index in range(samples + 5):
-            newest: Any = client.xrevrange(key, count=1)
-            after = newest[0][0] if newest else "0-0"
-            started = time.perf_counter()
+
+        def post() -> None:
             update = harness.telegram_update(next(_numbers), 0)
             http.post("/hook", json=update, headers=stack.headers).raise_for_status()
-            if not client.xread({key: after}, block=30_000):
-                raise TimeoutError("the floor committed nothing within 30 s")
-            if index >= 5:
-                found.append((time.perf_counter() - started) * 1000)
-            time.sleep(0.02)
-    client.close()
-    return found
+
+        return timed_commits(post, stack.stream, samples)
 
 
 def bare_samples(stack: BareStack, samples: int) -> list[float]:

@@ -137,7 +137,7 @@ def floor_stack(work: Path, *, concurrency: int = CONCURRENCY) -> Iterator[Floor
     with ExitStack() as stack:
         prefix = stack.enter_context(harness.redis_prefix())
         url = stack.enter_context(harness.database())
-        floor_app.prepare(url, senders=1)
+        [session_id] = floor_app.prepare(url, senders=1)
         env = harness.nexus_environment(url, prefix, work)
         started = stack.enter_context(harness.processes())
         port = harness.free_port()
@@ -150,7 +150,9 @@ def floor_stack(work: Path, *, concurrency: int = CONCURRENCY) -> Iterator[Floor
         worker.wait_log(b"ready.")
         harness.wait_for(lambda: harness.port_open(port), timeout=60, what="the floor's API")
         yield FloorStack(
-            f"http://127.0.0.1:{port}", floor_app.stream_key(prefix, 0), harness.TELEGRAM_HEADERS
+            f"http://127.0.0.1:{port}",
+            floor_app.stream_key(prefix, session_id),
+            harness.TELEGRAM_HEADERS,
         )
 
 
