@@ -18,7 +18,7 @@ from redis.exceptions import LockError
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
-from nexus.queueing.coordination import CoordinationUnavailable
+from nexus.queueing.coordination import CoordinationUnavailable, Steer
 from nexus.queueing.running import RUNNING_TTL_S, RunningTurn, change_for, running_from
 from nexus.queueing.stream_log import START, STREAM_KEEP, STREAM_TTL_S, StreamEntry
 
@@ -30,6 +30,14 @@ SOCKET_TIMEOUT_S = 5.0
 # stops at 100 and then fails, so the streams' pool is sized for thousands.
 STREAM_CONNECTIONS = 10_000
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
+
+_KEEP_HIGHEST = """
+local current = tonumber(redis.call('GET', KEYS[1]))
+if current == nil or current < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
+return 1
+"""
 
 StreamClient = Callable[[], "redis.asyncio.Redis"]
 
@@ -71,6 +79,9 @@ class RedisCoordination:
         self._stream_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._clients_lock = threading.Lock()
         self._posted = _Posted()
+        # SET unless a higher epoch is there already: two askers racing never lower it.
+        # Registering computes the script's digest; nothing is sent until it is called.
+        self._keep_highest = client.register_script(_KEEP_HIGHEST)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "nexus:") -> RedisCoordination:
@@ -105,45 +116,38 @@ class RedisCoordination:
         self._settle()
         self._redis.delete(self._key("flag", name))
 
-    def request_abort(self, session_id: str) -> None:
+    def request_abort(self, session_id: str, *, epoch: int) -> None:
         self._settle()
-        self._redis.set(self._key("abort", session_id), 1, ex=SIGNAL_TTL_S)
+        self._keep_highest(keys=[self._key("abort", session_id)], args=[epoch, SIGNAL_TTL_S])
 
-    def clear_abort(self, session_id: str) -> None:
+    def abort_epoch(self, session_id: str) -> int | None:
         self._settle()
-        self._redis.delete(self._key("abort", session_id))
+        raised = self._redis.get(self._key("abort", session_id))
+        return None if raised is None else int(raised)
 
-    def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.delete(self._key("abort", session_id), self._key("steer", session_id))
-        self._add_events(pipe, then)
-        self._post(pipe)
-
-    def abort_requested(self, session_id: str) -> bool:
-        self._settle()
-        return bool(self._redis.exists(self._key("abort", session_id)))
-
-    def steer(self, session_id: str, message: QueryMessage) -> None:
+    def steer(self, session_id: str, message: QueryMessage, *, epoch: int) -> None:
         self._settle()
         key = self._key("steer", session_id)
         pipe = self._redis.pipeline()
-        pipe.rpush(key, json.dumps(asdict(message)))
+        pipe.rpush(key, json.dumps({"epoch": epoch, "message": asdict(message)}))
         pipe.expire(key, SIGNAL_TTL_S)
         pipe.execute()
 
-    def take_steering(self, session_id: str) -> list[QueryMessage]:
+    def take_steering(self, session_id: str) -> list[Steer]:
         self._settle()
         key = self._key("steer", session_id)
         pipe = self._redis.pipeline()  # MULTI: read and clear as one step
         pipe.lrange(key, 0, -1)
         pipe.delete(key)
         raw, _ = pipe.execute()
-        return [_query(json.loads(item)) for item in raw]
+        return [_steer(json.loads(item)) for item in raw]
 
-    def steer_waiting(self, session_id: str) -> bool:
+    def steers_waiting(self, session_id: str) -> list[Steer]:
         self._settle()
-        waiting = self._redis.lrange(self._key("steer", session_id), 0, -1)
-        return any(json.loads(item).get("extends_answer") for item in waiting)
+        return [
+            _steer(json.loads(item))
+            for item in self._redis.lrange(self._key("steer", session_id), 0, -1)
+        ]
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
         self.publish_many([StreamEvent(session_id, event_type, data)])
@@ -315,6 +319,10 @@ def _entries(found: Any) -> list[StreamEntry]:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _steer(stored: dict[str, Any]) -> Steer:
+    return Steer(epoch=int(stored["epoch"]), message=_query(stored["message"]))
 
 
 def _query(fields: dict[str, Any]) -> QueryMessage:

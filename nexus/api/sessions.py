@@ -186,7 +186,8 @@ def abort(label: str, database: DatabaseDep, coordination: CoordinationDep) -> A
     """Ask the running turn to stop at its next stream chunk or boundary; its partial answer
     is kept as an aborted turn. Harmless when nothing runs."""
     session = _session(database, label)
-    coordination.request_abort(session.id)
+    # The epoch as read now: the turn running now (claimed at it) stops; a later one does not.
+    coordination.request_abort(session.id, epoch=session.epoch)
     return AbortRequested(session=session.label, abort_requested=True)
 
 

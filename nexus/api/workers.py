@@ -98,7 +98,8 @@ def cancel(
             dropped = {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"}
             uow.after_commit(partial(coordination.publish, worker.id, QUEUE_ITEM_DROPPED, dropped))
         if not done.already:
-            uow.after_commit(partial(coordination.request_abort, worker.id))
+            # Read under the worker's row lock: its running turn stops, and it takes no more.
+            uow.after_commit(partial(coordination.request_abort, worker.id, epoch=worker.epoch))
         activity = uow.ledger.workers.activity([worker.id])[worker.id]
         uow.commit()
     return CancelledWorker(

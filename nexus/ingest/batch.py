@@ -153,8 +153,9 @@ def _queue_many(
     messages arrived. `settle`: what became of the router batch's events, written by the
     last enqueue. Returns the items, and the one item when it is all the session has open
     (`Enqueued.alone`)."""
-    if not locked:
-        uow.ledger.sessions.lock(session.id)
+    # The epoch the signals below carry: read under the session's lock (resolved under it
+    # when `locked`), so a turn claimed after this transaction obeys none of them.
+    epoch = session.epoch if locked else uow.ledger.sessions.lock(session.id)
     item_ids: list[str] = []
     queued: list[tuple[str, EventRecord, QueueMode]] = []
     abort = False
@@ -175,14 +176,14 @@ def _queue_many(
             if arrival_action(mode) == "abort":
                 abort = True
             else:
-                signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
+                signal_running_turn(uow, arrivals, session.id, mode, event, item_id, epoch=epoch)
     limits = events[0].settings
     dropped = drop_over_cap(
         uow, session.id, cap=limits.cap.value, policy=limits.drop.value, waiting=waiting
     )
     if arrivals is not None:
         if abort:  # first: a running turn stops sooner
-            uow.after_commit(partial(arrivals.request_abort, session.id))
+            uow.after_commit(partial(arrivals.request_abort, session.id, epoch=epoch))
         announce(uow, arrivals, session.id, queued, dropped)
     # What the cap dropped is no longer the item alone (and it owes a summary now).
     return item_ids, alone if len(events) == 1 and not dropped.item_ids else None

@@ -46,8 +46,8 @@ class _Arrivals:
     """The router's signals to running turns, less those to a session this run claimed
     inline: none of its turns runs (the run holds its lease, and the claim's new epoch
     fences one that lost the lease without knowing), and the claimed turn answers the
-    message itself. An abort or steer for it would cost a round trip and be cleared unread
-    when its turn starts. What is announced on its stream is held for the run to send with
+    message itself. An abort or steer for it would cost a round trip, and its turn, claimed at a
+    later epoch, would ignore it. What is announced on its stream is held for the run to send with
     its first publish (`held`)."""
 
     def __init__(self, signals: ArrivalSignals) -> None:
@@ -55,13 +55,13 @@ class _Arrivals:
         self.claimed: str | None = None
         self.held: list[StreamEvent] = []
 
-    def request_abort(self, session_id: str) -> None:
+    def request_abort(self, session_id: str, *, epoch: int) -> None:
         if session_id != self.claimed:
-            self._signals.request_abort(session_id)
+            self._signals.request_abort(session_id, epoch=epoch)
 
-    def steer(self, session_id: str, message: QueryMessage) -> None:
+    def steer(self, session_id: str, message: QueryMessage, *, epoch: int) -> None:
         if session_id != self.claimed:
-            self._signals.steer(session_id, message)
+            self._signals.steer(session_id, message, epoch=epoch)
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         self.held.extend(e for e in events if e.session_id == self.claimed)

@@ -47,9 +47,9 @@ class ArrivalSignals(Protocol):
     """How an arriving message reaches a turn already running, and the session's stream
     (the coordination port)."""
 
-    def request_abort(self, session_id: str) -> None: ...
+    def request_abort(self, session_id: str, *, epoch: int) -> None: ...
 
-    def steer(self, session_id: str, message: QueryMessage) -> None: ...
+    def steer(self, session_id: str, message: QueryMessage, *, epoch: int) -> None: ...
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None: ...
 
@@ -214,7 +214,7 @@ def queue_into(
     # Routers for one session take turns from here to commit: two counting the queue at
     # once for the cap would each see one item too many and drop the same one. Locked
     # before the insert, whose foreign-key check would otherwise take a lock first.
-    uow.ledger.sessions.lock(session.id)
+    epoch = uow.ledger.sessions.lock(session.id)
     item_id, created, waiting, _ = uow.ledger.queue.enqueue_counting(
         queue_item(session, came), summary_marker=SUMMARY_PENDING
     )
@@ -227,7 +227,7 @@ def queue_into(
             uow.after_commit(partial(doorbell.session_has_work, session.id))
         if arrivals is not None:
             event, mode = came.event, came.mode
-            signal_running_turn(uow, arrivals, session.id, mode, event, item_id)
+            signal_running_turn(uow, arrivals, session.id, mode, event, item_id, epoch=epoch)
             announce(uow, arrivals, session.id, [(item_id, event, mode)], dropped)
     return item_id, created
 
@@ -239,12 +239,16 @@ def signal_running_turn(
     mode: QueueMode,
     event: EventRecord,
     item_id: str,
+    *,
+    epoch: int,
 ) -> None:
     """After commit, tell a turn that may be running: stop (interrupt) or take this (steer).
-    A signal nobody takes is harmless: the item is queued and a later turn answers it."""
+    `epoch` is the session's, read under its row lock in this transaction: only a turn
+    claimed at it (or later) obeys. A signal nobody takes is harmless: the item is queued
+    and a later turn answers it."""
     action = arrival_action(mode)
     if action == "abort":
-        uow.after_commit(partial(arrivals.request_abort, session_id))
+        uow.after_commit(partial(arrivals.request_abort, session_id, epoch=epoch))
     elif action == "steer":
         message = QueryMessage(
             text=event.text or "",
@@ -259,4 +263,4 @@ def signal_running_turn(
             extends_answer=mode == QueueMode.STEER,
             model_overrides=event.model_overrides,
         )
-        uow.after_commit(partial(arrivals.steer, session_id, message))
+        uow.after_commit(partial(arrivals.steer, session_id, message, epoch=epoch))

@@ -5,6 +5,12 @@ twin here serves the embedded mode and unit tests, and one contract suite runs a
 None of it is durable, and none of it needs to be: the lease only saves duplicate work (the
 epoch fence makes commits correct), and every signal's input is also a queue item in the
 ledger that a later turn picks up if the signal is lost.
+
+Signals carry the session's epoch as the one who raised them read it (under the session's
+row lock, with the input's enqueue): a turn claimed at a later epoch claimed after that input
+was queued, so no signal raised before its claim can reach it, however late it first looks
+(docs/runtime.md, "Signals are ordered by epoch"). Nothing is cleared for that: an old
+signal simply means nothing to a newer turn, and expires.
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nexus.engine.query import QueryMessage
-from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher, StreamEvent
 from nexus.queueing.running import RunningTurn, change_for, running_from
 from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
@@ -25,6 +30,14 @@ from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
 
 class CoordinationUnavailable(Exception):
     """The coordination store (Redis) did not answer: a caller may retry later."""
+
+
+@dataclass(frozen=True)
+class Steer:
+    """A message for a running turn, and the session's epoch when it was raised."""
+
+    epoch: int
+    message: QueryMessage
 
 
 class Lease(Protocol):
@@ -53,23 +66,26 @@ class Coordination(Protocol):
 
     def lower_flag(self, name: str) -> None: ...
 
-    def request_abort(self, session_id: str) -> None: ...
-
-    def clear_abort(self, session_id: str) -> None: ...
-
-    def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
-        """Drop the abort flag and the steer inbox at once, and publish `then` after, all in
-        one round trip, posted (`post_many`): a turn that has started answers whatever
-        raised them, from the queue."""
+    def request_abort(self, session_id: str, *, epoch: int) -> None:
+        """Ask the session's turn claimed at `epoch`, or at an earlier one, to stop. The
+        highest epoch asked is kept: a late, lower ask never hides a higher one."""
         ...
 
-    def abort_requested(self, session_id: str) -> bool: ...
+    def abort_epoch(self, session_id: str) -> int | None:
+        """The highest epoch an abort was asked for; None when none was (or it expired)."""
+        ...
 
-    def steer(self, session_id: str, message: QueryMessage) -> None: ...
+    def steer(self, session_id: str, message: QueryMessage, *, epoch: int) -> None:
+        """Leave `message` for the session's turn claimed at `epoch` (or a later one)."""
+        ...
 
-    def take_steering(self, session_id: str) -> list[QueryMessage]: ...
+    def take_steering(self, session_id: str) -> list[Steer]:
+        """Every steer left for the session, oldest first; each is returned exactly once."""
+        ...
 
-    def steer_waiting(self, session_id: str) -> bool: ...
+    def steers_waiting(self, session_id: str) -> list[Steer]:
+        """The steers left for the session, without taking them."""
+        ...
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None: ...
 
@@ -78,10 +94,10 @@ class Coordination(Protocol):
         ...
 
     def post_many(self, events: Sequence[StreamEvent]) -> None:
-        """`publish_many` without waiting for the store's answer: the events (and a
-        `clear_signals` before them) are applied, in order, before anything this thread asks
-        of the coordination next returns, and `settle` waits for them. What a running turn
-        publishes as it goes; an error comes out of the call that reads the answer."""
+        """`publish_many` without waiting for the store's answer: the events are applied, in
+        order, before anything this thread asks of the coordination next returns, and
+        `settle` waits for them. What a running turn publishes as it goes; an error comes
+        out of the call that reads the answer."""
         ...
 
     def settle(self) -> None:
@@ -136,12 +152,13 @@ class InProcessLease:
 class InProcessCoordination:
     """Everything in this process's memory, thread-safe; leases expire like Redis keys."""
 
-    signals: InProcessSignals = field(default_factory=InProcessSignals)
     stream: RecordingPublisher = field(default_factory=RecordingPublisher)
     log: InProcessStreamLog = field(default_factory=InProcessStreamLog)
     _held: dict[str, _Held] = field(default_factory=dict)
     _flags: dict[str, float] = field(default_factory=dict)
     _running: dict[str, dict[str, str]] = field(default_factory=dict)
+    _aborts: dict[str, int] = field(default_factory=dict)
+    _steers: dict[str, list[Steer]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def acquire(self, name: str, ttl_ms: int) -> InProcessLease | None:
@@ -186,29 +203,25 @@ class InProcessCoordination:
         with self._lock:
             self._flags.pop(name, None)
 
-    def request_abort(self, session_id: str) -> None:
-        self.signals.request_abort(session_id)
+    def request_abort(self, session_id: str, *, epoch: int) -> None:
+        with self._lock:
+            self._aborts[session_id] = max(epoch, self._aborts.get(session_id, epoch))
 
-    def clear_abort(self, session_id: str) -> None:
-        self.signals.clear_abort(session_id)
+    def abort_epoch(self, session_id: str) -> int | None:
+        with self._lock:
+            return self._aborts.get(session_id)
 
-    def clear_signals(self, session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
-        self.signals.clear_abort(session_id)
-        self.signals.take_steering(session_id)
-        if then:
-            self.publish_many(then)
+    def steer(self, session_id: str, message: QueryMessage, *, epoch: int) -> None:
+        with self._lock:
+            self._steers.setdefault(session_id, []).append(Steer(epoch, message))
 
-    def abort_requested(self, session_id: str) -> bool:
-        return self.signals.abort_requested(session_id)
+    def take_steering(self, session_id: str) -> list[Steer]:
+        with self._lock:
+            return self._steers.pop(session_id, [])
 
-    def steer(self, session_id: str, message: QueryMessage) -> None:
-        self.signals.steer(session_id, message)
-
-    def take_steering(self, session_id: str) -> list[QueryMessage]:
-        return self.signals.take_steering(session_id)
-
-    def steer_waiting(self, session_id: str) -> bool:
-        return self.signals.steer_waiting(session_id)
+    def steers_waiting(self, session_id: str) -> list[Steer]:
+        with self._lock:
+            return list(self._steers.get(session_id, []))
 
     def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
         self.publish_many([StreamEvent(session_id, event_type, data)])

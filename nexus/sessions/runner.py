@@ -45,7 +45,7 @@ from nexus.queueing.modes import (
 )
 from nexus.queueing.overflow import SUMMARY_PENDING, summarize_overflow
 from nexus.sessions.claims import Claim, InlineClaim, RunReport
-from nexus.sessions.signals import ClearingPublisher, RunSignals
+from nexus.sessions.signals import RunSignals
 
 log = structlog.get_logger(__name__)
 
@@ -279,21 +279,19 @@ class SessionRunner:
         """The claimed turn; `announce`, what the router held back for this session's
         stream, goes out with the turn's first publish."""
         epoch, plan, events, overflow = claim.epoch, claim.plan, claim.events, claim.overflow
-        # Signals raised before this turn began are answered by this turn's inputs (they are
-        # in the queue, which is where this turn came from): start clean, with the turn's
-        # first publish (ClearingPublisher), before its first model call.
-        publisher = ClearingPublisher(self.coordination, self.engine.publisher, session_id)
-        cleared = self.clock()
+        # The turn obeys the signals raised at its epoch or later, never one raised before
+        # its claim (that one's input is in the queue this turn came from): see `meant_for`.
+        started = self.clock()
         signals = RunSignals(
             self.coordination,
-            deadline_ms=cleared + self.turn_time_limit_ms,
+            epoch=epoch,
+            deadline_ms=started + self.turn_time_limit_ms,
             clock=self.clock,
             holding={item.id for item in plan.items},
-            cleared_at=cleared,
+            claimed_at_ms=started,
         )
-        engine = dataclasses.replace(self.engine, signals=signals, publisher=publisher)
+        engine = dataclasses.replace(self.engine, signals=signals)
         if plan.command == COMPACT:
-            publisher.settle()
             if announce:
                 self.coordination.publish_many(announce)
             return self._compact(session_id, epoch, plan, engine)
@@ -319,7 +317,7 @@ class SessionRunner:
             log.exception("turn_crashed", session_id=session_id)
             return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
         finally:
-            publisher.settle()
+            self.coordination.settle()  # what the turn posted as it ran is applied
         return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
 
     def _compact(self, session_id: str, epoch: int, plan: Run, engine: Engine) -> str:

@@ -156,5 +156,6 @@ def test_abort_raises_the_flag_the_running_turn_checks(
     session = rig.session("busy")
     answer = client.post("/v1/sessions/busy/abort", headers=AUTH)
     assert answer.status_code == 202 and answer.json()["abort_requested"] is True
-    assert coordination.abort_requested(session.id)
+    # At the epoch it has now: a turn running now stops, one claimed later does not.
+    assert coordination.abort_epoch(session.id) == session.epoch
     assert client.post("/v1/sessions/nobody/abort", headers=AUTH).status_code == 404

@@ -111,7 +111,7 @@ def test_cancelling_a_waiting_worker_drops_its_input_tells_the_parent_and_refuse
     assert body["worker"]["task_status"] == "cancelled" and body["worker"]["status"] == "archived"
     assert body["abort_requested"] is True and body["already_cancelled"] is False
     (task,) = body["cancelled_items"]
-    assert desk.coordination.abort_requested(worker.id)
+    assert desk.coordination.abort_epoch(worker.id) == worker.epoch
     queue = client.get(f"/v1/sessions/{worker.label}/queue", headers=AUTH).json()["items"]
     assert [(i["id"], i["status"], i["disposition"]) for i in queue] == [
         (task, "dropped", "cancelled")

@@ -10,7 +10,7 @@ import uuid
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
 from nexus.ledger.enums import MessageSource
-from nexus.queueing.coordination import Coordination
+from nexus.queueing.coordination import Coordination, Steer
 from nexus.queueing.keepalive import KeepAlive
 from nexus.queueing.running import RunningTurn
 
@@ -70,12 +70,15 @@ def test_a_flag_is_raised_once_until_lowered_or_expired(coordination: Coordinati
     coordination.lower_flag("other")
 
 
-def test_abort_flags_are_per_session_and_clearable(coordination: Coordination) -> None:
-    assert not coordination.abort_requested("s1")
-    coordination.request_abort("s1")
-    assert coordination.abort_requested("s1") and not coordination.abort_requested("s2")
-    coordination.clear_abort("s1")
-    assert not coordination.abort_requested("s1")
+def test_abort_flags_are_per_session_and_keep_the_highest_epoch(
+    coordination: Coordination,
+) -> None:
+    assert coordination.abort_epoch("s1") is None
+    coordination.request_abort("s1", epoch=4)
+    assert coordination.abort_epoch("s1") == 4 and coordination.abort_epoch("s2") is None
+    coordination.request_abort("s1", epoch=9)
+    coordination.request_abort("s1", epoch=5)  # a late, lower ask never lowers it
+    assert coordination.abort_epoch("s1") == 9
 
 
 def test_steering_messages_are_taken_once_in_order(coordination: Coordination) -> None:
@@ -88,11 +91,14 @@ def test_steering_messages_are_taken_once_in_order(coordination: Coordination) -
         occurred_at=5,
         attachments=({"kind": "voice", "file_id": "AwAD", "duration": 5},),
     )
-    coordination.steer("s1", first)
-    coordination.steer("s1", QueryMessage(text="two", queue_item_id="q2"))
+    coordination.steer("s1", first, epoch=3)
+    coordination.steer("s1", QueryMessage(text="two", queue_item_id="q2"), epoch=4)
+    second = Steer(4, QueryMessage(text="two", queue_item_id="q2"))
+    assert coordination.steers_waiting("s1") == [Steer(3, first), second]
     taken = coordination.take_steering("s1")
-    assert taken == [first, QueryMessage(text="two", queue_item_id="q2")]
+    assert taken == [Steer(3, first), second]
     assert coordination.take_steering("s1") == []
+    assert coordination.steers_waiting("s1") == []
     assert coordination.take_steering("s2") == []
 
 
@@ -238,35 +244,20 @@ def test_the_running_turn_follows_the_sessions_stream_while_its_lease_is_held(
     again.release()
 
 
-def test_clearing_signals_drops_the_abort_flag_and_the_steer_inbox_together(
+def test_posted_events_land_in_order_and_follow_the_running_turn(
     coordination: Coordination,
 ) -> None:
-    coordination.request_abort("s")
-    coordination.steer("s", QueryMessage(text="also this"))
-    coordination.request_abort("other")
-    coordination.clear_signals("s")
-    assert not coordination.abort_requested("s") and coordination.take_steering("s") == []
-    assert coordination.abort_requested("other")  # another session's are its own
-
-
-def test_signals_cleared_with_a_publish_are_gone_and_the_events_are_out(
-    coordination: Coordination,
-) -> None:
-    """A turn's first publish carries the clear of its signals: both happen, the events in
-    order, and the running-turn record follows `session.started` as any publish's would."""
+    """A turn's first publish is posted like any other: the events land in order, and the
+    running-turn record follows `session.started` as any publish's would."""
     lease = coordination.acquire("session:c1", 30_000)  # the run's: running() needs it
     assert lease is not None
-    coordination.request_abort("c1")
-    coordination.steer("c1", QueryMessage(text="also this"))
     start = coordination.stream_tail("c1")
-    coordination.clear_signals(
-        "c1",
-        then=[
+    coordination.post_many(
+        [
             StreamEvent("c1", "session.started", {"turn_id": "t1", "worker": "w:1"}),
             StreamEvent("c1", "step.started", {"call": 1}),
         ],
     )
-    assert not coordination.abort_requested("c1") and coordination.take_steering("c1") == []
     seen = coordination.read_stream("c1", start, block_ms=100)
     assert [e.type for e in seen] == ["session.started", "step.started"]
     running = coordination.running("c1")
@@ -279,12 +270,11 @@ def test_what_a_thread_posted_is_applied_before_its_next_call_returns(
 ) -> None:
     """A running turn posts its progress and goes on: the events land in order, and what it
     asks next (a look at its signals, the stream) sees them applied."""
-    coordination.request_abort("p1")
     start = coordination.stream_tail("p1")
-    coordination.clear_signals("p1", then=[StreamEvent("p1", "session.started", {"n": 1})])
+    coordination.post_many([StreamEvent("p1", "session.started", {"n": 1})])
     coordination.post_many([StreamEvent("p1", "step.generating", {"n": 2})])
     coordination.post_many([])  # nothing to say costs nothing
-    assert not coordination.abort_requested("p1")
+    assert coordination.abort_epoch("p1") is None
     coordination.post_many([StreamEvent("p1", "message.delta", {"n": 3})])
     coordination.settle()
     coordination.settle()  # nothing owed: nothing to wait for

@@ -250,9 +250,9 @@ def test_a_run_locks_its_sessions_in_one_order_whatever_order_their_events_came_
     with database.unit_of_work() as uow:
         lock = uow.ledger.sessions.lock
 
-        def recording(session_id: str) -> None:
+        def recording(session_id: str) -> int:
             locked.append(session_id)
-            lock(session_id)
+            return lock(session_id)
 
         uow.ledger.sessions.lock = recording  # type: ignore[method-assign]
         drained = route_waiting(uow, POLICIES)
@@ -269,9 +269,9 @@ class _CountingAborts(InProcessCoordination):
         self.aborts: list[str] = []
         self.publishes: list[list[str]] = []
 
-    def request_abort(self, session_id: str) -> None:
+    def request_abort(self, session_id: str, *, epoch: int) -> None:
         self.aborts.append(session_id)
-        super().request_abort(session_id)
+        super().request_abort(session_id, epoch=epoch)
 
     def publish_many(self, events: Sequence[StreamEvent]) -> None:
         self.publishes.append([event.type for event in events])
@@ -394,34 +394,28 @@ def test_a_session_claimed_inline_is_sent_no_abort_but_a_busy_one_is(
     held.release()
 
 
-def test_a_turn_clears_its_signals_with_its_first_publish(
+def test_an_abort_raised_before_a_turn_was_claimed_does_not_stop_it(
     database: Database, clock: FakeClock
 ) -> None:
-    """An abort left from before the turn (raised while another run held the session) does
-    not stop it: the turn clears its signals, in the same call as its first publish
-    (`session.started`, `step.started`), not in a round trip of its own."""
+    """An abort left from before the turn (raised while another run held the session, at
+    the epoch it read then) does not stop it, and nothing is cleared for that: the turn,
+    claimed at a later epoch, ignores it, however long before its first look."""
     _store(database, clock, ("telegram:1", "ann"))
     router, coordination = _inline(database, clock)
     [first] = router.drain(rang_for="telegram:1")
     session = first.session_id or ""
-    clears: list[list[str]] = []
-    clear = coordination.clear_signals
-
-    def recording(session_id: str, *, then: Sequence[StreamEvent] = ()) -> None:
-        clears.append([event.type for event in then])
-        clear(session_id, then=then)
-
-    coordination.clear_signals = recording  # type: ignore[method-assign]
-    coordination.request_abort(session)  # stale: raised before this turn began
+    with database.unit_of_work() as uow:
+        epoch = uow.ledger.sessions.lock(session)
+    coordination.request_abort(session, epoch=epoch)  # stale: raised before this turn began
     _store(database, clock, ("telegram:2", "ann"))
+    clock.advance(60_000)
     router.drain(rang_for="telegram:2")
-    assert len(clears) == 1 and clears[0][-2:] == ["session.started", "step.started"]
     with database.unit_of_work() as uow:
         second = [i for i in uow.ledger.queue.for_session(session) if i.event_id == "telegram:2"]
         turn = uow.ledger.threads.get_turn(second[0].consumed_by_turn_id or "")
     assert second[0].status == QueueStatus.DONE
     assert turn is not None and turn.turn.status == TurnStatus.COMPLETED  # not aborted
-    assert not coordination.abort_requested(session)
+    assert coordination.abort_epoch(session) == epoch  # left to expire, meaning nothing
 
 
 def test_an_inline_claim_of_a_lone_item_does_not_read_the_queue_again(

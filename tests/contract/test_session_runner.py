@@ -69,6 +69,12 @@ def _enqueue(setup: Setup, text: str, mode: QueueMode = QueueMode.QUEUE) -> str:
     return item_id
 
 
+def _epoch(setup: Setup) -> int:
+    """The session's epoch as a router reads it to raise a signal (under the row lock)."""
+    with setup.rig.database.unit_of_work() as uow:
+        return uow.ledger.sessions.lock(setup.session_id)
+
+
 def _items(setup: Setup) -> list[QueueItemRecord]:
     with setup.rig.database.unit_of_work() as uow:
         return uow.ledger.queue.for_session(setup.session_id)
@@ -166,7 +172,8 @@ def test_an_interrupt_aborts_the_running_turn_which_keeps_its_partial_text(
 
     def interrupted(request: object) -> Say:
         late.append(_enqueue(setup, "never mind", QueueMode.INTERRUPT))
-        setup.coordination.request_abort(setup.session_id)  # what the router does
+        # what the router does
+        setup.coordination.request_abort(setup.session_id, epoch=_epoch(setup))
         clock.advance(ABORT_POLL_MS)  # the turn asks the flag again once this has passed
         return Say("Once upon a time there was")
 
@@ -193,7 +200,9 @@ def test_a_steer_joins_the_running_turn_and_no_second_turn_runs(
         item_id = _enqueue(setup, "make it shorter", QueueMode.STEER)
         steered.append(item_id)
         setup.coordination.steer(
-            setup.session_id, QueryMessage(text="make it shorter", queue_item_id=item_id)
+            setup.session_id,
+            QueryMessage(text="make it shorter", queue_item_id=item_id),
+            epoch=_epoch(setup),
         )
 
     probe.on_call = steer
@@ -320,6 +329,7 @@ def test_a_steer_during_the_final_answer_gets_one_more_model_call_in_the_same_tu
         setup.coordination.steer(
             setup.session_id,
             QueryMessage(text="only the numbers", queue_item_id=item_id, extends_answer=True),
+            epoch=_epoch(setup),
         )
         clock.advance(ABORT_POLL_MS)  # an answer takes a model a while
         return Say("The report says many things.")
@@ -346,6 +356,7 @@ def test_a_steer_during_an_answer_quicker_than_a_poll_interval_gets_the_next_tur
         setup.coordination.steer(
             setup.session_id,
             QueryMessage(text="only the numbers", queue_item_id=item_id, extends_answer=True),
+            epoch=_epoch(setup),
         )
         return Say("The report says many things.")
 
@@ -363,7 +374,9 @@ def test_a_steer_backlog_message_waits_for_the_next_turn_instead(
     def answer_while_steered(request: object) -> Say:
         item_id = _enqueue(setup, "and the dates", QueueMode.STEER_BACKLOG)
         setup.coordination.steer(
-            setup.session_id, QueryMessage(text="and the dates", queue_item_id=item_id)
+            setup.session_id,
+            QueryMessage(text="and the dates", queue_item_id=item_id),
+            epoch=_epoch(setup),
         )
         return Say("The report says many things.")
 

@@ -36,10 +36,10 @@ def test_a_post_returns_before_its_answer_and_the_next_call_raises_what_it_faile
     _spoil_stream(coordination, "bad")
     coordination.post_many([StreamEvent("bad", "step.started", {"call": 1})])  # no wait
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-        coordination.abort_requested("bad")
+        coordination.abort_epoch("bad")
     # Every answer was read: the next call is answered as itself, not with a stale answer.
-    coordination.request_abort("bad")
-    assert coordination.abort_requested("bad")
+    coordination.request_abort("bad", epoch=3)
+    assert coordination.abort_epoch("bad") == 3
     assert coordination.stream_tail("good") == "0-0"
 
 
@@ -70,12 +70,12 @@ def test_a_publish_waits_and_raises_at_once(coordination: RedisCoordination) -> 
 def test_each_thread_settles_only_what_it_posted(coordination: RedisCoordination) -> None:
     _spoil_stream(coordination, "bad")
     coordination.post_many([StreamEvent("bad", "step.started", {"call": 1})])
-    other: list[bool] = []
+    other: list[int | None] = []
     # Another thread's calls neither read this thread's answers nor trip on its error.
-    worker = threading.Thread(target=lambda: other.append(coordination.abort_requested("x")))
+    worker = threading.Thread(target=lambda: other.append(coordination.abort_epoch("x")))
     worker.start()
     worker.join(timeout=5)
-    assert other == [False]
+    assert other == [None]
     with pytest.raises(redis.ResponseError):
         coordination.settle()
 

@@ -229,13 +229,17 @@ class SessionRepository:
             query = query.where(sessions.c.persona_id == persona_id)
         return [to_record(SessionRecord, row) for row in self._conn.execute(query.limit(limit))]
 
-    def lock(self, session_id: str) -> None:
-        """Hold the session's row until the transaction ends: decisions over its whole queue
-        (the cap) are made one at a time, however many routers run (SQLite: always).
+    def lock(self, session_id: str) -> int:
+        """Hold the session's row until the transaction ends, and return its epoch: decisions
+        over its whole queue (the cap) are made one at a time, however many routers run
+        (SQLite: always), and no claim moves the epoch until this transaction ends.
 
         FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it does not block the
         foreign-key checks of rows that reference the session (queue items, turns)."""
-        driver.rows(self._conn, _LOCK, {"session_id": session_id})
+        found = driver.rows(self._conn, _LOCK, {"session_id": session_id})
+        if not found:
+            raise NotFound(f"no session with id {session_id!r}")
+        return int(found[0]["epoch"])
 
     def claim(self, session_id: str) -> int:
         """Start a run: bump the fencing epoch and return it. Older epochs can never commit."""
@@ -375,7 +379,7 @@ def _alias_row(row: Any) -> AliasRow:
 
 
 _LOCK = (
-    select(sessions.c.id)
+    select(sessions.c.epoch)
     .where(sessions.c.id == bindparam("session_id"))
     .with_for_update(key_share=True)
 )
