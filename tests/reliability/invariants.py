@@ -204,6 +204,8 @@ def check_invariants(
     problems += _deliveries(connection, ledger, platform_messages)
     problems += _nothing_deleted(connection, baseline)
     problems += _arrival_order(connection, ledger, chains)
+    if settled:
+        problems += _no_input_left_in_an_aborted_turn(ledger, chains)
     return problems
 
 
@@ -320,6 +322,36 @@ def _expired_claims(ledger: _Ledger, now: int) -> list[str]:
         and item["claim_expires_at"] is not None
         and item["claim_expires_at"] <= now
     ]
+
+
+def _no_input_left_in_an_aborted_turn(
+    ledger: _Ledger, chains: dict[str, list[str] | str]
+) -> list[str]:
+    """Every input reaches a completed turn: directly, or folded into a later completed turn
+    on the chain after a later input interrupted the turn it was in. An aborted turn with no
+    completed turn after it on its chain left its inputs unanswered: nothing that came after
+    them stopped it, so its own arrival did (none of these scenarios aborts by hand or runs
+    into the time limit)."""
+    problems = []
+    consumed: dict[str, list[str]] = defaultdict(list)
+    for item in ledger.items:
+        if item["consumed_by_turn_id"] is not None:
+            consumed[item["consumed_by_turn_id"]].append(item["id"])
+    for session_id, chain in chains.items():
+        if isinstance(chain, str):
+            continue  # reported by the chain check
+        statuses = [ledger.turns[turn_id]["status"] for turn_id in chain]
+        answered_up_to = max(
+            (n for n, status in enumerate(statuses) if status == "completed"), default=-1
+        )
+        for turn_id in chain[answered_up_to + 1 :]:
+            if ledger.turns[turn_id]["status"] == "aborted" and consumed.get(turn_id):
+                problems.append(
+                    f"[interrupt] queue items {', '.join(sorted(consumed[turn_id]))} of session "
+                    f"{_label(ledger, session_id)} were consumed by the aborted turn {turn_id} "
+                    "and no later turn answered them"
+                )
+    return problems
 
 
 # -- one chain per session, one run at a time, epochs -----------------------------------------

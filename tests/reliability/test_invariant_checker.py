@@ -293,3 +293,19 @@ def _head(scene: Scene) -> str:
     current = scene.uow.ledger.sessions.get(scene.session.id)
     assert current is not None and current.thread_id is not None
     return current.thread_id
+
+
+def test_an_input_left_in_an_aborted_turn_is_reported(scene: Scene) -> None:
+    """Aborted, and nothing after it: its own arrival stopped it. Aborted and followed by a
+    completed turn (a later input interrupted it): folded into that turn's answer, sound."""
+    interrupted = scene.queue("interrupted")
+    scene.turn(interrupted, status=TurnStatus.ABORTED)
+    scene.turn(scene.queue("the interrupter"))
+    assert scene.check() == []
+    left = scene.queue("left")
+    scene.turn(left, status=TurnStatus.ABORTED)
+    problems = scene.check()
+    assert [p for p in problems if p.startswith("[interrupt]")] == [
+        f"[interrupt] queue items {left} of session {scene.session.label!r} were consumed by "
+        f"the aborted turn {_head(scene)} and no later turn answered them"
+    ], problems
