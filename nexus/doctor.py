@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -159,6 +161,57 @@ def check_secrets(settings: Settings) -> Check:
     return Check("secrets", "ok", f"{settings.secrets_file}: {len(found)} credentials")
 
 
+# The namespaces run_python's jail needs, tried on the whole filesystem read-only: what
+# fails here (user namespaces not allowed, say) fails for the tool too.
+SANDBOX_PROBE = (
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--ro-bind",
+    "/",
+    "/",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "true",
+)
+
+
+def check_sandbox() -> Check:
+    """bubblewrap is installed and can make a jail here; a warning otherwise, since only
+    run_python needs it (and is refused without it, never run unjailed)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Check(
+            "sandbox",
+            "warn",
+            "bubblewrap (bwrap) is not installed: run_python is refused, never run unsandboxed",
+            "apt-get install bubblewrap (needed only by personas granted the sandbox)",
+        )
+    try:
+        probe = subprocess.run(  # noqa: S603 - bwrap from PATH, fixed arguments
+            [bwrap, *SANDBOX_PROBE], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        failure = f"{type(error).__name__}: {error}"
+    else:
+        if probe.returncode == 0:
+            return Check("sandbox", "ok", f"{bwrap}: run_python runs in a bubblewrap jail")
+        failure = probe.stderr.strip()[-300:] or f"exit status {probe.returncode}"
+    return Check(
+        "sandbox",
+        "warn",
+        f"{bwrap} cannot make a jail here, so run_python fails: {failure}",
+        "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; in a "
+        "container, a seccomp or AppArmor profile that permits them)",
+    )
+
+
 def run_checks(settings: Settings) -> list[Check]:
     return [
         *check_database(settings),
@@ -167,4 +220,5 @@ def run_checks(settings: Settings) -> list[Check]:
         check_model(settings),
         check_prices(settings),
         check_secrets(settings),
+        check_sandbox(),
     ]

@@ -104,3 +104,22 @@ ensure_redis() {
   fi
   die "Redis is not running on 127.0.0.1:6379 and is not installed. Install it (apt-get install redis-server) or set NEXUS_TEST_REDIS_URL."
 }
+
+# run_python's jail (bubblewrap): the tests run it for real, so it must be there and work.
+# Installed with apt-get when missing and we are root; otherwise a loud failure, never a
+# silent skip of the sandbox tests. `scripts/dev` does not need it (run_python is refused).
+ensure_bubblewrap() {
+  if ! command -v bwrap >/dev/null; then
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+      || die "bubblewrap (bwrap) is not installed and the run_python sandbox tests need it. Install it: sudo apt-get install bubblewrap"
+    say "installing bubblewrap (run_python's sandbox)"
+    local log="${TMPDIR:-/tmp}/nexus-apt-bubblewrap.log"
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap; } >"$log" 2>&1 \
+      || { tail -20 "$log" >&2; die "apt-get install bubblewrap failed (full log: $log)"; }
+    command -v bwrap >/dev/null || die "bubblewrap was installed but bwrap is not on PATH"
+  fi
+  # The namespaces the jail uses (as nexus doctor checks them).
+  bwrap --unshare-all --unshare-user --disable-userns --cap-drop ALL --die-with-parent \
+      --new-session --ro-bind / / --proc /proc --dev /dev true \
+    || die "bwrap is installed but cannot make a sandbox here (are user namespaces allowed? sysctl user.max_user_namespaces)"
+}

@@ -43,7 +43,8 @@ class ToolRules(BaseModel):
 
 
 class SandboxRules(BaseModel):
-    """The limits of the persona's code-running tools; `{}` for the defaults."""
+    """The limits of the persona's code-running tools, and whether they get the network;
+    `{}` for the defaults (no network)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +52,7 @@ class SandboxRules(BaseModel):
         default=None, ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1], strict=True
     )
     memory_mb: int | None = Field(default=None, ge=MEMORY_RANGE[0], le=MEMORY_RANGE[1], strict=True)
+    network: bool | None = Field(default=None, strict=True)  # true: the host's network
 
 
 class Permissions(BaseModel):

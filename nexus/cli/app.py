@@ -70,7 +70,7 @@ def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) 
 
 @app.command()
 def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Check the database, migrations, Redis, broker and model; say what to fix."""
+    """Check the database, migrations, Redis, broker, model and sandbox; say what to fix."""
     from nexus.doctor import run_checks
 
     checks = run_checks(_settings())

@@ -2,6 +2,7 @@
 
 A tool that runs code or touches files is marked `sandboxed`; only a persona whose
 permissions hold a `sandbox` object may call it, and the tool runs under these limits.
+`network` is a grant, off by default: the code may open connections (the host's network).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ MEMORY_RANGE = (64, 4096)  # MiB of address space per call
 class SandboxConfig:
     timeout_seconds: float = 10.0
     memory_mb: int = 256
+    network: bool = False  # True: the code shares the worker's network (loopback included)
 
 
 def sandbox_config(value: Any) -> SandboxConfig:
-    """Read `permissions.sandbox`: `{}` for the defaults, or `timeout_seconds`/`memory_mb`."""
+    """Read `permissions.sandbox`: `{}` for the defaults, or `timeout_seconds`/`memory_mb`,
+    and `network: true` to let the code open network connections."""
     if not isinstance(value, Mapping):
         raise ValueError("permissions.sandbox must be an object (say {} for the default limits)")
-    unknown = set(value) - {"timeout_seconds", "memory_mb"}
+    unknown = set(value) - {"timeout_seconds", "memory_mb", "network"}
     if unknown:
         raise ValueError(f"permissions.sandbox has unknown keys: {', '.join(sorted(unknown))}")
     config = SandboxConfig()
@@ -40,4 +43,7 @@ def sandbox_config(value: Any) -> SandboxConfig:
     least, most = MEMORY_RANGE
     if isinstance(memory, bool) or not isinstance(memory, int) or not least <= memory <= most:
         raise ValueError(f"permissions.sandbox.memory_mb must be an integer from {least} to {most}")
-    return SandboxConfig(timeout_seconds=float(timeout), memory_mb=memory)
+    network = value.get("network", config.network)
+    if not isinstance(network, bool):
+        raise ValueError("permissions.sandbox.network must be true or false")
+    return SandboxConfig(timeout_seconds=float(timeout), memory_mb=memory, network=network)

@@ -12,6 +12,7 @@ from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.permissions import read_permissions
+from nexus.engine.sandbox import SandboxConfig
 from nexus.settings import Settings
 
 AUTH = {"Authorization": "Bearer tok"}
@@ -35,12 +36,13 @@ def test_credentials_and_a_sandbox_are_stored_and_read_back(database: Database) 
     assert created.status_code == 201, created.text
     assert created.json()["permissions"] == permissions
     url = f"/v1/agents/{created.json()['id']}"
-    changed = client.patch(url, json={"permissions": {"sandbox": {}}}, headers=AUTH)
-    assert changed.status_code == 200 and changed.json()["permissions"] == {"sandbox": {}}
+    granted = {"sandbox": {"network": True}}
+    changed = client.patch(url, json={"permissions": granted}, headers=AUTH)
+    assert changed.status_code == 200 and changed.json()["permissions"] == granted
     with database.unit_of_work() as uow:
         stored = uow.ledger.agents.get(created.json()["id"])
     assert stored is not None
-    assert read_permissions(stored.permissions).sandbox is not None  # defaults apply
+    assert read_permissions(stored.permissions).sandbox == SandboxConfig(network=True)
     assert read_permissions(stored.permissions).credentials == ()
 
 
@@ -54,7 +56,8 @@ def test_credentials_and_a_sandbox_are_stored_and_read_back(database: Database) 
         ({"credentials": ["github", "github"]}, "twice"),
         ({"credentials": [f"c{n}" for n in range(65)]}, "credentials"),
         ({"sandbox": True}, "sandbox"),
-        ({"sandbox": {"network": True}}, "network"),
+        ({"sandbox": {"disk": True}}, "disk"),
+        ({"sandbox": {"network": "yes"}}, "network"),
         ({"sandbox": {"timeout_seconds": 0}}, "timeout_seconds"),
         ({"sandbox": {"timeout_seconds": "5"}}, "timeout_seconds"),
         ({"sandbox": {"memory_mb": 1}}, "memory_mb"),

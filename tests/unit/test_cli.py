@@ -134,6 +134,31 @@ def test_doctor_wants_a_key_for_a_claude_model(monkeypatch: pytest.MonkeyPatch) 
     assert "ANTHROPIC_API_KEY" in _by_name(checks)["model"]["detail"]
 
 
+def test_doctor_checks_the_sandbox_and_only_warns_without_bubblewrap(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    runner.invoke(app, ["db", "upgrade"])
+    _, checks = _doctor()
+    sandbox = _by_name(checks)["sandbox"]
+    assert sandbox["status"] == "ok" and "bubblewrap jail" in sandbox["detail"]
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap to be found
+    code, checks = _doctor()
+    assert code == 0  # run_python is optional: a warning, not a failure
+    sandbox = _by_name(checks)["sandbox"]
+    assert sandbox["status"] == "warn" and "run_python is refused" in sandbox["detail"]
+    assert sandbox["fix"].startswith("apt-get install bubblewrap")
+    broken = tmp_path / "bwrap"  # as where user namespaces are not allowed
+    broken.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    code, checks = _doctor()
+    sandbox = _by_name(checks)["sandbox"]
+    assert code == 0 and sandbox["status"] == "warn"
+    assert sandbox["detail"].endswith("No permissions to creating new namespace")
+    assert "user namespaces" in sandbox["fix"]
+
+
 def test_bad_configuration_exits_2_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NEXUS_DATABASE_URL", "just-a-file.db")
     result = runner.invoke(app, ["doctor"])

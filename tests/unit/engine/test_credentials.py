@@ -32,6 +32,8 @@ def test_permissions_read_tools_credentials_and_sandbox() -> None:
     assert read.credentials == ("github", "weather_api")
     assert read.sandbox == SandboxConfig(timeout_seconds=5.0, memory_mb=128)
     assert read_permissions({"sandbox": {}}).sandbox == SandboxConfig()
+    granted = read_permissions({"sandbox": {"network": True}}).sandbox
+    assert granted == SandboxConfig(network=True) and SandboxConfig().network is False
     empty = read_permissions({})
     assert empty.credentials == () and empty.sandbox is None
 
@@ -46,7 +48,8 @@ def test_permissions_read_tools_credentials_and_sandbox() -> None:
         ({"credentials": ["x" * 65]}, "is not a credential id"),
         ({"credentials": ["github", "github"]}, "twice"),
         ({"sandbox": True}, "must be an object"),
-        ({"sandbox": {"network": True}}, "unknown keys: network"),
+        ({"sandbox": {"disk": True}}, "unknown keys: disk"),
+        ({"sandbox": {"network": "yes"}}, "network"),
         ({"sandbox": {"timeout_seconds": 0}}, "timeout_seconds"),
         ({"sandbox": {"timeout_seconds": True}}, "timeout_seconds"),
         ({"sandbox": {"memory_mb": 10}}, "memory_mb"),
