@@ -40,6 +40,9 @@ class Vault:
     def secret(self, credential_id: str) -> str:
         return self.secrets[credential_id]
 
+    def hosts(self, credential_id: str) -> tuple[str, ...]:
+        return ()
+
 
 def _whoami(ran: list[dict[str, Any]]) -> Tool:
     """A tool that echoes its secret every way it can (a badly behaved API client)."""
@@ -166,12 +169,16 @@ def test_http_fetch_authenticates_from_the_secrets_file_and_stores_no_token(
     database: Database, clock: FakeClock, tmp_path: Path
 ) -> None:
     secrets_file = tmp_path / "secrets.yaml"
-    secrets_file.write_text(f"platform: {SECRET}\n")
     with FakePlatforms() as fake:
+        # The fake platform listens on loopback: the persona allows it, the credential names it.
+        secrets_file.write_text(f"platform:\n  value: {SECRET}\n  hosts: ['{fake.base_url}/']\n")
         rig = _rig(
             database, clock, http_fetch_tool(), secrets=EnvironmentSecrets(str(secrets_file), {})
         )
-        session = rig.session(permissions={"credentials": ["platform"]}, capabilities=["http"])
+        session = rig.session(
+            permissions={"credentials": ["platform"], "network": {"allow": ["127.0.0.1"]}},
+            capabilities=["http"],
+        )
         fetch = {"url": f"{fake.base_url}/echo", "credential": "platform"}
         rig.model.push(CallTools((("http_fetch", fetch),)), Say("fetched"))
         outcome = rig.say(session.id, "who am I there?")
