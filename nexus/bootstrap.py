@@ -13,6 +13,7 @@ from nexus.adapters.inbound.base import InboundAdapter
 from nexus.adapters.models import ModelCatalog
 from nexus.db import Database
 from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
+from nexus.engine.addresses import OwnAddress, own_addresses, url_addresses
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from nexus.adapters.platform_files import PlatformFiles
+    from nexus.operations.security import SecurityEvents
 
 log = structlog.get_logger(__name__)
 
@@ -188,7 +190,8 @@ class Nexus:
         agent_tools = AgentTools(
             self.database, self.doorbell, max_depth=self.settings.max_worker_depth
         )
-        for tool in (*agent_tools.tools(), http_fetch_tool(), RUN_PYTHON):
+        fetch = http_fetch_tool(own=self.own_addresses, count=self.security_events.count)
+        for tool in (*agent_tools.tools(), fetch, RUN_PYTHON):
             tools.register(tool)
         return Engine(
             database=self.database,
@@ -213,6 +216,23 @@ class Nexus:
             workspace=Workspace(default_directory(self.settings.workspace_dir)),
             attachments=self.platform_files,
         )
+
+    @cached_property
+    def own_addresses(self) -> tuple[OwnAddress, ...]:
+        """Where tools never connect: NEXUS_OWN_ADDRESSES, and the API's own URLs."""
+        settings = self.settings
+        urls = url_addresses((settings.api_url, settings.public_url))
+        try:
+            return own_addresses([*settings.own_addresses, *urls])
+        except ValueError as error:
+            raise ValueError(f"NEXUS_OWN_ADDRESSES: {error}") from None
+
+    @cached_property
+    def security_events(self) -> SecurityEvents:
+        """Where tools count what they refused, for the API's /metrics."""
+        from nexus.operations.security import SecurityEvents
+
+        return SecurityEvents(self.database)
 
     @cached_property
     def platform_files(self) -> PlatformFiles:
@@ -372,5 +392,6 @@ def bootstrap_worker(settings: Settings, *, celery: Celery | None = None) -> Nex
     # Read now, not at the first turn: a bad price file stops the worker as it starts,
     # saying which entry is wrong, rather than failing every turn it would price.
     graph.prices  # noqa: B018
+    graph.own_addresses  # noqa: B018 - likewise a bad NEXUS_OWN_ADDRESSES
     graph.celery.nexus = graph
     return graph

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -15,7 +17,13 @@ from sqlalchemy.engine import make_url
 from nexus.db.engine import DatabaseDriverMissing, build_engine
 from nexus.db.migrate import current_revision, head_revision
 from nexus.pricing import PriceTableError, load_prices
-from nexus.secrets_file import SecretsFileError, read_secrets_file
+from nexus.secrets_file import (
+    CREDENTIAL_ID,
+    FileCredential,
+    SecretsFileError,
+    read_credentials_file,
+    read_secrets_file,
+)
 from nexus.settings import SCRIPTED_MODEL, Settings
 
 Status = Literal["ok", "warn", "fail"]
@@ -212,6 +220,46 @@ def check_sandbox() -> Check:
     )
 
 
+def check_credential_hosts(settings: Settings, environ: Mapping[str, str] | None = None) -> Check:
+    """Name each credential that declares no host it may be sent to: `http_fetch` sends it
+    nowhere. Ids and host lists only, never a secret."""
+    environ = os.environ if environ is None else environ
+    prefix, suffix = "NEXUS_CREDENTIAL_", "_HOSTS"
+    named = {
+        name[len(prefix) :].lower(): value
+        for name, value in environ.items()
+        if name.startswith(prefix)
+    }
+    # NEXUS_CREDENTIAL_<ID>_HOSTS lists where <ID> may go; it is not a credential itself.
+    declared = {name[: -len(suffix)] for name in named if name.endswith(suffix.lower())}
+    ids = {name for name, value in named.items() if value and not name.endswith(suffix.lower())}
+    entries: dict[str, FileCredential] = {}
+    if settings.secrets_file:
+        try:
+            entries = read_credentials_file(Path(settings.secrets_file))
+        except SecretsFileError:
+            entries = {}  # check_secrets says what is wrong with it
+    ids |= set(entries)
+    nowhere = sorted(
+        credential
+        for credential in ids
+        if CREDENTIAL_ID.match(credential)
+        and credential not in declared
+        and not (credential in entries and entries[credential].hosts)
+    )
+    if not ids:
+        return Check("credential hosts", "ok", "no credentials configured")
+    if nowhere:
+        return Check(
+            "credential hosts",
+            "warn",
+            f"declare no hosts, so they are sent nowhere: {', '.join(nowhere)}",
+            "set NEXUS_CREDENTIAL_<ID>_HOSTS=api.example.com,*.example.com, or give the "
+            "entry `hosts: [...]` beside its `value` in NEXUS_SECRETS_FILE",
+        )
+    return Check("credential hosts", "ok", f"all {len(ids)} credentials declare their hosts")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     return [
         *check_database(settings),
@@ -221,4 +269,5 @@ def run_checks(settings: Settings) -> list[Check]:
         check_prices(settings),
         check_secrets(settings),
         check_sandbox(),
+        check_credential_hosts(settings),
     ]

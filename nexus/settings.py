@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     # Tool credentials by id (docs/engine.md): NEXUS_CREDENTIAL_<ID>, else this JSON, TOML or
     # YAML file of id → secret, read when a tool call needs it (never at start-up).
     secrets_file: str | None = None
+    # The deployment's own addresses, which `http_fetch` never reaches whatever a persona's
+    # permissions.network allows (docs/engine.md "Credentials and sandbox"): a JSON list of
+    # host, host:port, address, address:port or network (its Flower, its metrics, the API
+    # pod's address). NEXUS_API_URL's and NEXUS_PUBLIC_URL's host and port are always in.
+    own_addresses: list[str] = Field(default_factory=list)
     # Layer 1 of every context: AGENTS.md and identity files from this directory
     # (docs/engine.md "Context layers"); unset: ./workspace if it exists; "": none.
     workspace_dir: str | None = None

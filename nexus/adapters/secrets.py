@@ -1,4 +1,5 @@
-"""Tool credentials from the environment (NEXUS_CREDENTIAL_<ID>) or a secrets file."""
+"""Tool credentials from the environment (NEXUS_CREDENTIAL_<ID>) or a secrets file, and
+where each may be sent (NEXUS_CREDENTIAL_<ID>_HOSTS, or the file entry's `hosts`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from nexus.engine.credentials import CredentialError, env_name
-from nexus.secrets_file import SecretsFileError, read_secrets_file
+from nexus.engine.credentials import CredentialError, env_name, hosts_env_name
+from nexus.secrets_file import (
+    FileCredential,
+    SecretsFileError,
+    read_credentials_file,
+    split_hosts,
+)
 
 
 class EnvironmentSecrets:
@@ -17,7 +23,7 @@ class EnvironmentSecrets:
     def __init__(self, secrets_file: str | None, environ: Mapping[str, str] | None = None) -> None:
         self._file = Path(secrets_file) if secrets_file else None
         self._environ = environ
-        self._cached: tuple[tuple[int, int], dict[str, str]] | None = None
+        self._cached: tuple[tuple[int, int], dict[str, FileCredential]] | None = None
 
     def secret(self, credential_id: str) -> str:
         environ = os.environ if self._environ is None else self._environ
@@ -31,14 +37,25 @@ class EnvironmentSecrets:
                 f"(set {variable}, or NEXUS_SECRETS_FILE to a file that holds it)"
             )
         found = self._read(self._file).get(credential_id)
-        if not found:
+        if found is None or not found.value:
             raise CredentialError(
                 f"credential {credential_id!r} is not configured "
                 f"(not in NEXUS_SECRETS_FILE {self._file}, and {variable} is unset)"
             )
-        return found
+        return found.value
 
-    def _read(self, path: Path) -> dict[str, str]:
+    def hosts(self, credential_id: str) -> tuple[str, ...]:
+        """The variable's list first, then the file entry's; () when neither declares any."""
+        environ = os.environ if self._environ is None else self._environ
+        declared = environ.get(hosts_env_name(credential_id))
+        if declared is not None:
+            return split_hosts(declared)
+        if self._file is None:
+            return ()
+        found = self._read(self._file).get(credential_id)
+        return found.hosts if found is not None else ()
+
+    def _read(self, path: Path) -> dict[str, FileCredential]:
         try:
             found = path.stat()
         except OSError:
@@ -47,7 +64,7 @@ class EnvironmentSecrets:
         if stamp is not None and self._cached is not None and self._cached[0] == stamp:
             return self._cached[1]
         try:
-            secrets = read_secrets_file(path)
+            secrets = read_credentials_file(path)
         except SecretsFileError as error:
             raise CredentialError(str(error)) from None
         if stamp is not None:

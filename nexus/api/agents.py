@@ -13,6 +13,7 @@ from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, pa
 from nexus.api.schemas.model import ModelConfigBody, patched, without_nulls
 from nexus.db import Database
 from nexus.db.unit_of_work import UnitOfWork
+from nexus.engine.addresses import MAX_ALLOWED
 from nexus.engine.credentials import MAX_CREDENTIALS
 from nexus.engine.model_config import ModelConfigError, parse, to_json
 from nexus.engine.permissions import read_permissions
@@ -33,6 +34,7 @@ Prompt = Annotated[str, StringConstraints(max_length=100_000)]
 Model = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 CapabilityId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 CredentialId = Annotated[str, StringConstraints(pattern=CREDENTIAL_ID_PATTERN)]
+HostOrNetwork = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 
 
 class ToolRules(BaseModel):
@@ -55,15 +57,26 @@ class SandboxRules(BaseModel):
     network: bool | None = Field(default=None, strict=True)  # true: the host's network
 
 
+class NetworkRules(BaseModel):
+    """Hosts (`intranet.example.com`, `*.corp.example.com`) and networks (`10.0.0.0/8`)
+    the persona's tools may reach besides public addresses."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[HostOrNetwork] = Field(default_factory=list, max_length=MAX_ALLOWED)
+
+
 class Permissions(BaseModel):
     """Seed 000's permissions: tools (an absent `allow` means every tool not denied), the
-    credential ids its tools may be given, and a sandbox for tools that run code."""
+    credential ids its tools may be given, a sandbox for tools that run code, and the
+    non-public hosts and networks its tools may reach."""
 
     model_config = ConfigDict(extra="forbid")
 
     tools: ToolRules | None = None
     credentials: list[CredentialId] | None = Field(default=None, max_length=MAX_CREDENTIALS)
     sandbox: SandboxRules | None = None
+    network: NetworkRules | None = None
 
     @model_validator(mode="after")
     def _as_the_engine_reads_it(self) -> Permissions:

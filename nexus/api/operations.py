@@ -123,6 +123,14 @@ class LedgerCollector(Collector):
             failed.add_metric([platform, reason], count)
         yield failed
         yield from _usage(figures)
+        refused = CounterMetricFamily(
+            "nexus_security_events", "What a tool refused to do, by kind (credential_refused: "
+            "a credential kept from a host it does not declare; address_refused: a private, "
+            "loopback, metadata or own address not fetched).", labels=["kind"],
+        )  # fmt: skip
+        for kind, count in figures.security_events:
+            refused.add_metric([kind], count)
+        yield refused
 
 
 def _usage(figures: LedgerFigures) -> Iterator[Any]:

@@ -17,6 +17,7 @@ from nexus.logs import REDACTED
 from nexus.secrets_file import CREDENTIAL_ID
 
 ENV_PREFIX = "NEXUS_CREDENTIAL_"
+HOSTS_SUFFIX = "_HOSTS"
 MAX_CREDENTIALS = 64
 # Shorter values could not be scrubbed without mangling ordinary text (as in nexus/logs.py).
 MIN_SECRET_LENGTH = 4
@@ -33,6 +34,11 @@ class SecretSource(Protocol):
         """The secret for the id; CredentialError when there is none."""
         ...
 
+    def hosts(self, credential_id: str) -> tuple[str, ...]:
+        """Where the credential may be sent (see nexus/engine/destinations.py); () when it
+        declares nowhere, and then no tool sends it anywhere."""
+        ...
+
 
 class NoSecrets:
     """A deployment that configured no credentials."""
@@ -42,9 +48,17 @@ class NoSecrets:
             f"credential {credential_id!r} is not configured (set {env_name(credential_id)})"
         )
 
+    def hosts(self, credential_id: str) -> tuple[str, ...]:
+        return ()
+
 
 def env_name(credential_id: str) -> str:
     return ENV_PREFIX + credential_id.upper()
+
+
+def hosts_env_name(credential_id: str) -> str:
+    """The variable that declares where the credential may be sent, comma-separated."""
+    return env_name(credential_id) + HOSTS_SUFFIX
 
 
 def credential_ids(value: Any) -> tuple[str, ...]:
@@ -65,11 +79,20 @@ def credential_ids(value: Any) -> tuple[str, ...]:
 
 
 class Secrets(Mapping[str, str]):
-    """The secrets one call was given; its repr names the ids only, so a log of the tool
-    context or a traceback's locals shows no secret."""
+    """The secrets one call was given, and where each may be sent; its repr names the ids
+    only, so a log of the tool context or a traceback's locals shows no secret."""
 
-    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, str] | None = None,
+        hosts: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self._values = dict(values or {})
+        self._hosts = dict(hosts or {})
+
+    def hosts(self, credential_id: str) -> tuple[str, ...]:
+        """The destinations the credential declares; () for none (it may go nowhere)."""
+        return self._hosts.get(credential_id, ())
 
     def __getitem__(self, key: str) -> str:
         return self._values[key]

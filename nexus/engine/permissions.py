@@ -1,16 +1,17 @@
-"""Persona permissions (seed 000): tool globs where deny always wins, credentials, sandbox."""
+"""Persona permissions: tool globs where deny always wins, credentials, sandbox, network."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from nexus.engine.addresses import NetworkPermissions, network_permissions
 from nexus.engine.credentials import credential_ids
 from nexus.engine.sandbox import SandboxConfig, sandbox_config
 
-PERMISSION_KEYS = frozenset({"tools", "credentials", "sandbox"})
+PERMISSION_KEYS = frozenset({"tools", "credentials", "sandbox", "network"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class PersonaPermissions:
     tools: ToolPermissions = ToolPermissions()
     credentials: tuple[str, ...] = ()  # the credential ids its tools may be given
     sandbox: SandboxConfig | None = None  # None: no tool that runs code or touches files
+    # Hosts and networks its tools may reach besides public addresses (none by default).
+    network: NetworkPermissions = field(default_factory=NetworkPermissions)
 
 
 def read_permissions(permissions: Mapping[str, Any]) -> PersonaPermissions:
@@ -55,10 +58,12 @@ def read_permissions(permissions: Mapping[str, Any]) -> PersonaPermissions:
         raise ValueError(f"permissions has unknown keys: {', '.join(sorted(unknown))}")
     credentials = permissions.get("credentials")
     sandbox = permissions.get("sandbox")
+    network = permissions.get("network")
     return PersonaPermissions(
         tools=from_persona(permissions),
         credentials=() if credentials is None else credential_ids(credentials),
         sandbox=None if sandbox is None else sandbox_config(sandbox),
+        network=NetworkPermissions() if network is None else network_permissions(network),
     )
 
 

@@ -72,7 +72,12 @@ class Toolbox:
             secrets = self._resolve(tool, arguments)
         except CredentialError as error:
             return ToolOutcome(None, f"{name} cannot run: {error}", "failed")
-        call = dataclasses.replace(context, credentials=secrets, sandbox=self._permissions.sandbox)
+        call = dataclasses.replace(
+            context,
+            credentials=secrets,
+            sandbox=self._permissions.sandbox,
+            network=self._permissions.network,
+        )
         try:
             result = tool.run(arguments, call)
         except ToolFailure as failure:
@@ -104,8 +109,10 @@ class Toolbox:
         return None
 
     def _resolve(self, tool: Tool, arguments: dict[str, Any]) -> Secrets:
-        """The call's secrets, looked up now (a rotated secret is used at once)."""
+        """The call's secrets and their destinations, looked up now (a rotated secret is
+        used at once)."""
         found: dict[str, str] = {}
+        hosts: dict[str, tuple[str, ...]] = {}
         for credential in tool.credentials_for(arguments):
             secret = self._secrets.secret(credential)
             try:
@@ -113,7 +120,8 @@ class Toolbox:
             except ValueError as error:
                 raise CredentialError(f"credential {credential!r}: {error}") from None
             found[credential] = secret
-        return Secrets(found)
+            hosts[credential] = self._secrets.hosts(credential)
+        return Secrets(found, hosts)
 
 
 def _serialisable(value: Any) -> Any:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from nexus.engine.addresses import NetworkPermissions
 from nexus.engine.credentials import Secrets
 from nexus.engine.model import ToolSpec
 from nexus.engine.sandbox import SandboxConfig
@@ -49,6 +50,8 @@ class ToolContext:
     effects: list[Effect] = field(default_factory=list)  # shared by the turn's calls
     credentials: Secrets = field(default_factory=Secrets)  # this call's secrets, by id
     sandbox: SandboxConfig | None = None  # the persona's limits, for a sandboxed tool
+    # What the persona may reach besides the public internet (permissions.network).
+    network: NetworkPermissions = field(default_factory=NetworkPermissions)
     after_turn: AfterTurn = field(default_factory=AfterTurn)  # shared by the turn's calls
 
 

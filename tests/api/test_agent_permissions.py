@@ -1,4 +1,5 @@
-"""/v1/agents: credentials and sandbox in a persona's permissions, checked as a turn reads them."""
+"""/v1/agents: credentials, sandbox and network in a persona's permissions, checked as a turn
+reads them."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def test_credentials_and_a_sandbox_are_stored_and_read_back(database: Database) 
         "tools": {"deny": ["noop"]},
         "credentials": ["github", "weather_api"],
         "sandbox": {"timeout_seconds": 5, "memory_mb": 128},
+        "network": {"allow": ["10.0.0.0/8", "intranet.example.com"]},
     }
     created = client.post(
         "/v1/agents", json={"name": "coder", "permissions": permissions}, headers=AUTH
@@ -44,6 +46,7 @@ def test_credentials_and_a_sandbox_are_stored_and_read_back(database: Database) 
     assert stored is not None
     assert read_permissions(stored.permissions).sandbox == SandboxConfig(network=True)
     assert read_permissions(stored.permissions).credentials == ()
+    assert read_permissions(stored.permissions).network.allow_networks == ()
 
 
 @pytest.mark.parametrize(
@@ -62,6 +65,10 @@ def test_credentials_and_a_sandbox_are_stored_and_read_back(database: Database) 
         ({"sandbox": {"timeout_seconds": "5"}}, "timeout_seconds"),
         ({"sandbox": {"memory_mb": 1}}, "memory_mb"),
         ({"sandbox": {"memory_mb": 100.5}}, "memory_mb"),
+        ({"network": ["10.0.0.0/8"]}, "network"),
+        ({"network": {"deny": ["10.0.0.0/8"]}}, "deny"),
+        ({"network": {"allow": ["10.0.0.0/33"]}}, "neither a host name"),
+        ({"network": {"allow": [f"h{n}.test" for n in range(65)]}}, "allow"),
     ],
 )
 def test_bad_permissions_are_422_on_create_and_patch_and_change_nothing(

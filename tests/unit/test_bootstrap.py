@@ -89,3 +89,14 @@ def test_parts_are_built_once_on_first_use_and_can_be_replaced(tmp_path: Path) -
 def test_entry_modules_bootstrap_and_build_nothing_else(module: str) -> None:
     source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
     assert "nexus.bootstrap import" in source or "from nexus.bootstrap" in source
+
+
+def test_the_fetch_tool_never_reaches_the_api_itself_and_a_bad_own_address_is_named(
+    tmp_path: Path,
+) -> None:
+    graph = bootstrap(_embedded(tmp_path, own_addresses=["flower:5555"]))
+    hosts = {(own.host, own.port) for own in graph.own_addresses}
+    networks = {(str(own.network), own.port) for own in graph.own_addresses if own.network}
+    assert ("flower", 5555) in hosts and ("127.0.0.1/32", 8000) in networks  # NEXUS_API_URL
+    with pytest.raises(ValueError, match=r"NEXUS_OWN_ADDRESSES: 'http://x/'"):
+        bootstrap(_embedded(tmp_path, own_addresses=["http://x/"])).own_addresses  # noqa: B018

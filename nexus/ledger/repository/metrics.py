@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, insert, select
 
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES
 from nexus.ledger.models import MetricDelta, MetricTotal, table_of
@@ -24,6 +24,7 @@ deltas, totals = table_of(MetricDelta), table_of(MetricTotal)
 # keep latencies by these buckets, so changing them splits the histogram's history.
 LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 INF = "+Inf"
+SECURITY_EVENTS = "security_events"  # the family of MetricsRepository.count's security events
 Key = tuple[str, str, str, str]
 
 
@@ -42,6 +43,8 @@ class LedgerFigures:
     tokens: list[tuple[str, str, str, int]] = field(default_factory=list)  # model, persona, kind
     cost_micros: list[tuple[str, str, int]] = field(default_factory=list)  # model, persona
     unpriced_turns: list[tuple[str, str, int]] = field(default_factory=list)  # model, persona
+    # Refusals a tool recorded (a credential kept from a host, an address not reached).
+    security_events: list[tuple[str, int]] = field(default_factory=list)  # kind, count
 
 
 def bucket_of(took_ms: float, bounds_s: Sequence[float]) -> str:
@@ -78,6 +81,11 @@ class MetricsRepository:
         return _figures(
             [(f, a, b, c, int(n), int(ms)) for f, a, b, c, n, ms in rows], latency_buckets_s
         )
+
+    def count(self, family: str, a: str, b: str = "", c: str = "", n: int = 1) -> None:
+        """Add to a count no trigger keeps (say, a security event): a delta row, folded like
+        the others at the next scrape (commit after)."""
+        self._conn.execute(insert(deltas).values(family=family, a=a, b=b, c=c, n=n, ms=0))
 
     def fold(self, bounds_s: Sequence[float] = LATENCY_BUCKETS_S) -> int:
         """Move the deltas into the totals (each scrape, and every timer tick, so they do
@@ -146,4 +154,5 @@ def _figures(
         tokens=sorted((model, persona, kind, n) for model, persona, kind, n, _ in by["tokens"]),
         cost_micros=sorted((model, persona, n) for model, persona, _, n, _ in by["cost"]),
         unpriced_turns=sorted((model, persona, n) for model, persona, _, n, _ in by["unpriced"]),
+        security_events=sorted((kind, n) for kind, _, _, n, _ in by[SECURITY_EVENTS]),
     )

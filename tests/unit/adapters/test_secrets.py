@@ -65,3 +65,43 @@ def test_the_process_environment_is_read_when_no_mapping_is_given(
     source = EnvironmentSecrets(None)
     monkeypatch.setenv("NEXUS_CREDENTIAL_WEATHER", "set-after-start")
     assert source.secret("weather") == os.environ["NEXUS_CREDENTIAL_WEATHER"]
+
+
+def test_where_a_credential_may_go_comes_from_its_hosts_variable_or_its_file_entry(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "secrets.yaml"
+    path.write_text(
+        f"github:\n  value: {SECRET}\n  hosts: [api.github.com, '*.github.com']\n"
+        "slack: xoxb-file-1\n"
+        "weather: {value: wx-file-1, hosts: ['https://api.weather.test/v2/']}\n"
+    )
+    environ = {"NEXUS_CREDENTIAL_WEATHER_HOSTS": " api.weather.test , ,wx.test:8443"}
+    source = EnvironmentSecrets(str(path), environ)
+    assert source.secret("github") == SECRET
+    assert source.hosts("github") == ("api.github.com", "*.github.com")
+    assert source.hosts("slack") == ()  # the plain form declares nowhere
+    assert source.hosts("weather") == ("api.weather.test", "wx.test:8443")  # the variable wins
+    assert source.hosts("missing") == ()
+    assert EnvironmentSecrets(None, {"NEXUS_CREDENTIAL_A_HOSTS": "a.test"}).hosts("a") == (
+        "a.test",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"github": {"hosts": ["a.test"]}}', "the value of 'github' must be a string"),
+        ('{"github": {"value": "@", "hosts": "a.test"}}', "the hosts of 'github' must be a list"),
+        ('{"github": {"value": "@", "hosts": [""]}}', "the hosts of 'github' must be a list"),
+        ('{"github": {"value": "@", "host": ["a"]}}', "'github' has unknown keys: host"),
+    ],
+)
+def test_a_bad_hosts_entry_is_a_clear_error_quoting_no_secret(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    path = tmp_path / "secrets.json"
+    path.write_text(text.replace("@", SECRET))
+    with pytest.raises(CredentialError) as caught:
+        EnvironmentSecrets(str(path), {}).hosts("github")
+    assert says in str(caught.value) and SECRET not in str(caught.value)

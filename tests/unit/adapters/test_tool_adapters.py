@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import os
 import threading
 import time
@@ -13,6 +15,7 @@ import pytest
 
 from nexus.adapters.http_tool import MAX_BODY_CHARS, http_fetch_tool
 from nexus.adapters.python_tool import RUN_PYTHON, run_python
+from nexus.engine.addresses import NetworkPermissions
 from nexus.engine.credentials import Secrets
 from nexus.engine.sandbox import SandboxConfig
 from nexus.engine.tools import ToolContext, ToolFailure
@@ -117,16 +120,23 @@ def fake() -> Iterator[FakePlatforms]:
         yield platforms
 
 
+# The fake platform listens on loopback, which a persona must allow explicitly.
+LOOPBACK = dataclasses.replace(
+    CONTEXT, network=NetworkPermissions(allow_networks=(ipaddress.ip_network("127.0.0.1"),))
+)
+
+
 def test_http_fetch_sends_the_named_credential_as_a_bearer_token(fake: FakePlatforms) -> None:
     tool = http_fetch_tool()
-    context = ToolContext(**{**CONTEXT.__dict__, "credentials": Secrets({"api": "tok-1234"})})
+    secrets = Secrets({"api": "tok-1234"}, {"api": (f"{fake.base_url}/echo",)})
+    context = dataclasses.replace(LOOPBACK, credentials=secrets)
     answer = tool.run({"url": f"{fake.base_url}/echo", "credential": "api"}, context)
     assert answer["status"] == 200 and answer["truncated"] is False
     assert '"authorization": "Bearer tok-1234"' in answer["body"]
-    anonymous = tool.run({"url": f"{fake.base_url}/echo"}, CONTEXT)
+    anonymous = tool.run({"url": f"{fake.base_url}/echo"}, LOOPBACK)
     assert '"authorization": null' in anonymous["body"]
     assert tool.credentials_for({"url": "u", "credential": "api"}) == ("api",)
-    missing = tool.run({"url": f"{fake.base_url}/nowhere"}, CONTEXT)
+    missing = tool.run({"url": f"{fake.base_url}/nowhere"}, LOOPBACK)
     assert missing["status"] == 404
 
 
@@ -135,5 +145,5 @@ def test_http_fetch_refuses_other_schemes_and_reports_a_dead_host() -> None:
     with pytest.raises(ToolFailure, match="http:// or https://"):
         tool.run({"url": "file:///etc/passwd"}, CONTEXT)
     with pytest.raises(ToolFailure, match="ConnectError"):
-        tool.run({"url": "http://127.0.0.1:9/"}, CONTEXT)
+        tool.run({"url": "http://127.0.0.1:9/"}, LOOPBACK)
     assert MAX_BODY_CHARS > 0

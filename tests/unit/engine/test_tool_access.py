@@ -27,6 +27,9 @@ class DictSecrets:
             raise CredentialError(f"credential {credential_id!r} is not configured")
         return self.values[credential_id]
 
+    def hosts(self, credential_id: str) -> tuple[str, ...]:
+        return (f"{credential_id}.example.com",)
+
 
 class Seen:
     def __init__(self) -> None:
