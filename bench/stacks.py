@@ -14,10 +14,10 @@ from celery import Celery
 from bench import harness
 from bench.harness import Process
 from bench.ledger import _session
+from nexus.arrival.messages import send_to_session
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import DeferredDoorbell
-from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.direct import send_to_session
 from nexus.ledger.enums import QueueMode
 from nexus.settings import Settings
 

@@ -11,6 +11,7 @@ import structlog
 from nexus.access.policy import Policy, load_policies
 from nexus.adapters.inbound.base import InboundAdapter
 from nexus.adapters.models import ModelCatalog
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
 from nexus.engine.addresses import OwnAddress, own_addresses, url_addresses
@@ -24,9 +25,8 @@ from nexus.hooks.evaluator import Invocation
 from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
 from nexus.ids import Clock, now_ms
-from nexus.ingest.arrival import QueuePolicy
+from nexus.ingest.batch import ProcessedEvent
 from nexus.ingest.drain import EventRouter
-from nexus.ingest.router import ProcessedEvent
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
 from nexus.pricing import PriceTable, load_prices
@@ -188,7 +188,11 @@ class Nexus:
 
         tools = builtin_registry()
         agent_tools = AgentTools(
-            self.database, self.doorbell, max_depth=self.settings.max_worker_depth
+            self.database,
+            self.doorbell,
+            max_depth=self.settings.max_worker_depth,
+            signals=self.coordination,
+            queueing=self.queue_policy,
         )
         fetch = http_fetch_tool(own=self.own_addresses, count=self.security_events.count)
         for tool in (*agent_tools.tools(), fetch, RUN_PYTHON):
@@ -201,7 +205,10 @@ class Nexus:
             tools=tools,
             # In the turn's own transaction: a worker's result for its manager, and a reply's
             # deliveries for the platform it answers.
-            commit_hooks=(worker_result_hook(self.doorbell), reply_hook(self.doorbell)),
+            commit_hooks=(
+                worker_result_hook(self.doorbell, self.coordination),
+                reply_hook(self.doorbell),
+            ),
             capabilities=self.capabilities,
             signals=NoSignals(),
             publisher=self.coordination,
@@ -304,6 +311,8 @@ class Nexus:
             llm_model=model,
             clock=self.clock,
             pool=self.hook_pool,
+            queueing=self.queue_policy,
+            signals=self.coordination,
         )
 
     @cached_property

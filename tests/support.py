@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from nexus.doorbell import RecordingDoorbell
+from nexus.access.policy import Policy
+from nexus.arrival.service import ArrivalSignals
+from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy
+from nexus.db import UnitOfWork
+from nexus.doorbell import Doorbell, RecordingDoorbell
 from nexus.hooks.loader import load_hooks
 from nexus.hooks.pool import HookPool
 from nexus.hooks.service import HookRunner
 from nexus.ids import new_id
+from nexus.ingest.batch import ProcessedEvent, route_waiting
 from nexus.ledger.enums import CompactionTrigger, MessageRole, TurnStatus, TurnType
 from nexus.ledger.records import (
     CompactionDraft,
@@ -301,3 +307,22 @@ def redis_coordination() -> Iterator[RedisCoordination]:
         if keys:
             client.delete(*keys)
         client.close()
+
+
+def route_one(
+    uow: UnitOfWork,
+    event_id: str,
+    policies: Sequence[Policy],
+    doorbell: Doorbell,
+    *,
+    arrivals: ArrivalSignals | None = None,
+    queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
+) -> ProcessedEvent:
+    """The router's live path (`route_waiting`, a batch of what waits) for a test that has
+    stored one event: what became of `event_id`, its session rung after commit as the
+    router's drain rings it. An event routed before is "already processed"."""
+    drained = route_waiting(uow, policies, arrivals=arrivals, queueing=queueing)
+    for session_id in drained.sessions:
+        uow.after_commit(partial(doorbell.session_has_work, session_id))
+    found = [event for event in drained.events if event.event_id == event_id]
+    return found[0] if found else ProcessedEvent(event_id, "already processed")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nexus.agents.results import announce_cancel
+from nexus.arrival.service import ArrivalSignals
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import Disposition, QueueStatus, SessionStatus, TaskStatus
@@ -26,7 +27,13 @@ class Cancelled:
     already: bool  # it was cancelled before: nothing changed
 
 
-def cancel_worker(uow: UnitOfWork, doorbell: Doorbell | None, label: str) -> Cancelled:
+def cancel_worker(
+    uow: UnitOfWork,
+    doorbell: Doorbell | None,
+    label: str,
+    *,
+    signals: ArrivalSignals | None = None,
+) -> Cancelled:
     """Cancel the worker `label` (aliases followed); the caller commits. Cancelling twice
     changes nothing the second time. Raises NotFound, or NotAWorker for any other session."""
     worker = uow.ledger.sessions.resolve(label)
@@ -53,5 +60,5 @@ def cancel_worker(uow: UnitOfWork, doorbell: Doorbell | None, label: str) -> Can
         )
     uow.ledger.workers.set_task_status(worker.id, TaskStatus.CANCELLED)
     archived = uow.ledger.sessions.configure(worker.id, {"status": SessionStatus.ARCHIVED})
-    announce_cancel(uow, doorbell, archived)
+    announce_cancel(uow, doorbell, archived, signals=signals)
     return Cancelled(archived, dropped, already=False)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
+from nexus.arrival.service import DENIED, QUEUED, ArrivalSignals, queue_for
+from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy, arrival
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.ledger.enums import MessageSource, QueueMode
-from nexus.ledger.records import EventDraft, NewQueueItem
+from nexus.ledger.enums import MessageSource, QueueMode, SessionStatus
+from nexus.ledger.records import EventDraft
+from nexus.ledger.repository import NotFound
 
 AGENT = "agent"
 
@@ -22,9 +24,13 @@ def post(
     text: str,
     payload: dict[str, Any],
     mode: QueueMode = QueueMode.FOLLOWUP,
+    signals: ArrivalSignals | None = None,
+    queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
 ) -> bool:
     """An agent event (deterministic id: posting twice is posting once) queued to the
-    session; the session's doorbell rings after commit. False if it was posted before."""
+    session through the one way in (its cap, its running turn's signals, its stream); the
+    session's doorbell rings after commit. False if it was posted before. An archived
+    session takes nothing: the event is kept with that disposition, and False."""
     stored = uow.ledger.events.insert(
         EventDraft(
             id=event_id,
@@ -38,12 +44,14 @@ def post(
     )
     if not stored:
         return False
-    uow.ledger.events.mark_processed(event_id, "queued", f"session {session_id}")
-    _, created = uow.ledger.queue.enqueue(
-        NewQueueItem(
-            session_id=session_id, event_id=event_id, mode=mode, source=MessageSource.AGENT
-        )
-    )
-    if created and doorbell is not None:
-        uow.after_commit(partial(doorbell.session_has_work, session_id))
+    session = uow.ledger.sessions.get(session_id)
+    event = uow.ledger.events.get(event_id)
+    if session is None or event is None:
+        raise NotFound(f"no session with id {session_id!r}")
+    if session.status == SessionStatus.ARCHIVED:
+        uow.ledger.events.mark_processed(event_id, DENIED, f"session {session.label} is archived")
+        return False
+    uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
+    came = arrival(session, None, event, queueing, mode=mode)
+    queue_for(uow, session, [came], signals=signals, doorbell=doorbell)
     return True

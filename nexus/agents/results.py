@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nexus.agents.posting import post
+from nexus.arrival.service import ArrivalSignals
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import CommitHook
@@ -33,6 +34,7 @@ def deliver(
     text: str,
     *,
     failed: bool = False,
+    signals: ArrivalSignals | None = None,
 ) -> bool:
     """Queue `text` as the worker's result to its parent (once per `key`); the worker's task
     is completed, or failed, in the same commit (a cancelled one stays cancelled)."""
@@ -40,13 +42,19 @@ def deliver(
         return False
     status = TaskStatus.FAILED if failed else TaskStatus.COMPLETED
     uow.ledger.workers.set_task_status(worker.id, status)
-    return _post_result(uow, doorbell, worker, key, text, status)
+    return _post_result(uow, doorbell, worker, key, text, status, signals)
 
 
-def announce_cancel(uow: UnitOfWork, doorbell: Doorbell | None, worker: SessionRecord) -> bool:
+def announce_cancel(
+    uow: UnitOfWork,
+    doorbell: Doorbell | None,
+    worker: SessionRecord,
+    *,
+    signals: ArrivalSignals | None = None,
+) -> bool:
     """Tell the parent its worker was cancelled, so a manager waiting on it does not wait on."""
     key, why = f"cancel:{worker.id}", "stopped by an operator"
-    return _post_result(uow, doorbell, worker, key, why, TaskStatus.CANCELLED)
+    return _post_result(uow, doorbell, worker, key, why, TaskStatus.CANCELLED, signals)
 
 
 def _post_result(
@@ -56,6 +64,7 @@ def _post_result(
     key: str,
     text: str,
     status: TaskStatus,
+    signals: ArrivalSignals | None,
 ) -> bool:
     if worker.parent_session_label is None:
         return False
@@ -74,10 +83,13 @@ def _post_result(
             "failed": status != TaskStatus.COMPLETED,
             "task_status": status.value,
         },
+        signals=signals,
     )
 
 
-def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
+def worker_result_hook(
+    doorbell: Doorbell | None, signals: ArrivalSignals | None = None
+) -> CommitHook:
     """The engine commit hook: after a worker's turn, its final answer goes to the parent
     (unless the turn already called reply_to_caller: same event id, posted once)."""
 
@@ -95,6 +107,7 @@ def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
             for m in result.messages
             if m.role == MessageRole.ASSISTANT and not m.content.get("partial")
         ]
-        deliver(uow, doorbell, session, turn_id, answers[-1] if answers else "(no answer)")
+        text = answers[-1] if answers else "(no answer)"
+        deliver(uow, doorbell, session, turn_id, text, signals=signals)
 
     return hook

@@ -8,6 +8,8 @@ from typing import Any
 from nexus.access.keys import worker_key
 from nexus.agents.posting import post
 from nexus.agents.results import deliver
+from nexus.arrival.service import ArrivalSignals
+from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.model import ToolSpec
@@ -28,11 +30,20 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 class AgentTools:
     def __init__(
-        self, database: Database, doorbell: Doorbell | None, *, max_depth: int = DEFAULT_MAX_DEPTH
+        self,
+        database: Database,
+        doorbell: Doorbell | None,
+        *,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        signals: ArrivalSignals | None = None,
+        queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
     ) -> None:
         self._database = database
         self._doorbell = doorbell
         self._max_depth = max_depth
+        # What the tools' posts are queued under (the one way in).
+        self._signals = signals
+        self._queueing = queueing
 
     def tools(self) -> list[Tool]:
         return [
@@ -109,7 +120,7 @@ class AgentTools:
         text = str(arguments["text"])
 
         def effect(uow: UnitOfWork, turn_id: str) -> None:
-            deliver(uow, self._doorbell, me, turn_id, text)
+            deliver(uow, self._doorbell, me, turn_id, text, signals=self._signals)
 
         context.effects.append(effect)
         return {"sent_to": me.parent_session_label}
@@ -207,6 +218,8 @@ class AgentTools:
             post(
                 uow,
                 self._doorbell,
+                signals=self._signals,
+                queueing=self._queueing,
                 session_id=worker.id,
                 event_id=f"agent:{label}:task",
                 text=text,
@@ -232,6 +245,8 @@ class AgentTools:
             post(
                 uow,
                 self._doorbell,
+                signals=self._signals,
+                queueing=self._queueing,
                 session_id=target.id,
                 event_id=event_id,
                 text=text,
@@ -249,6 +264,8 @@ class AgentTools:
             post(
                 uow,
                 self._doorbell,
+                signals=self._signals,
+                queueing=self._queueing,
                 session_id=forked.id,
                 event_id=f"agent:{label}:task",
                 text=text,

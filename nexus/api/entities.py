@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.access.keys import dm_key
-from nexus.api.deps import AUTHENTICATED, DatabaseDep, DoorbellDep
+from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.arrival.messages import merge_people
 from nexus.db import UnitOfWork
-from nexus.identity.merge import merge_entities
 from nexus.ids import new_id
 from nexus.ledger.records import EntityRecord, StorableText
 from nexus.ledger.repository import LedgerConflict, NotFound
@@ -176,11 +176,19 @@ def create_entity(body: CreateEntity, database: DatabaseDep) -> EntityDetail:
 
 
 @router.post("/merge")
-def merge(body: MergeRequest, database: DatabaseDep, doorbell: DoorbellDep) -> MergeResponse:
-    """These entities are one person: their DM sessions get aliases to one primary."""
+def merge(body: MergeRequest, graph: NexusDep) -> MergeResponse:
+    """These entities are one person: their DM sessions get aliases to one primary, which
+    is told with a queued notice."""
     try:
-        with database.unit_of_work() as uow:
-            result = merge_entities(uow, into=body.into, merged=body.merge, doorbell=doorbell)
+        with graph.database.unit_of_work() as uow:
+            result = merge_people(
+                uow,
+                into=body.into,
+                merged=body.merge,
+                doorbell=graph.doorbell,
+                arrivals=graph.coordination,
+                queueing=graph.queue_policy,
+            )
             uow.commit()
     except NotFound as error:
         raise ApiError(404, "not_found", str(error)) from error

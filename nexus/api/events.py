@@ -13,9 +13,9 @@ from nexus.api.auth import Caller
 from nexus.api.deps import AUTHENTICATED, CallerDep, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
+from nexus.arrival.messages import API_ADAPTER
 from nexus.event import Author, Container, NexusEvent
 from nexus.hooks.service import TIMER_ADAPTER
-from nexus.ingest.direct import API_ADAPTER
 from nexus.ingest.service import ingest
 from nexus.ledger.records import EventRecord
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS

@@ -14,8 +14,8 @@ from nexus.api.errors import ApiError
 from nexus.api.model_settings import check_model
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS, CallerSource
+from nexus.arrival.messages import send_to
 from nexus.bootstrap import Nexus
-from nexus.ingest.direct import send_to_session
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import SessionLabel, SessionRecord, StorableText
 from nexus.ledger.repository import Ledger, NotForkable, NotFound
@@ -127,15 +127,18 @@ def _route(graph: Nexus, body: RouteRequest) -> RouteQueued:
                 raise ApiError(404, "not_found", f"no turn {target.value!r}") from error
             raise ApiError(409, "not_forkable", str(error)) from error
         planned = _planned(uow.ledger, target) if routed.how == "smart" else routed.session
-        queued = send_to_session(
+        # Exactly the session routed to: a thread's session is that thread's, whatever
+        # aliases a merge left on its label since.
+        queued = send_to(
             uow,
-            routed.session.label,
+            routed.session,
             body.content,
             graph.doorbell,
             mode=body.mode,
             source=body.source,
             arrivals=graph.coordination,
             queueing=graph.queue_policy,
+            policies=graph.policies,
             model_overrides=without_nulls(body.model_overrides),
         )
         check_model(uow, graph.settings.default_model, queued.session, body.model_overrides)

@@ -7,7 +7,6 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from nexus.access.policy import Decision, decide
 from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError
 from nexus.api.model_settings import check_model, model_settings
@@ -20,14 +19,12 @@ from nexus.api.schemas.sessions import (
     SettingView,
 )
 from nexus.api.sessions import resolve, running_view, session_view
+from nexus.arrival.messages import OWN_ADAPTERS
+from nexus.arrival.settings import policy_for_session, policy_overrides, session_overrides
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
-from nexus.ingest.arrival import policy_overrides, session_overrides
-from nexus.ingest.direct import API_ADAPTER
-from nexus.ingest.router import delivery_for, principal_for
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
 from nexus.ledger.records import SessionRecord
-from nexus.outbound.addressing import INTERNAL_TRIGGERS
 from nexus.queueing.pending import pending
 from nexus.queueing.settings import QueueOverrides, effective_queue
 
@@ -44,20 +41,9 @@ _COLUMNS = {
 }
 
 
-def _policy_decision(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> Decision | None:
-    """What the access policies decide for the session's latest message from outside
-    (None: it has none, so no policy has applied to it yet)."""
-    latest = uow.ledger.events.latest_routed_for_session(
-        session.id, {API_ADAPTER, *INTERNAL_TRIGGERS}
-    )
-    if latest is None:
-        return None
-    decision = decide(graph.policies, principal_for(uow, latest), delivery_for(latest))
-    return decision if decision.allowed else None
-
-
 def queue_settings(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> QueueSettingsView:
-    decision = _policy_decision(uow, graph, session)
+    # The same layers an input to the session arrives under (nexus/arrival/settings.py).
+    decision = policy_for_session(uow, graph.policies, session, not_from=OWN_ADAPTERS)
     policy = policy_overrides(decision) if decision is not None else QueueOverrides()
     found = effective_queue(session_overrides(session), policy, graph.queue_policy.defaults)
     return QueueSettingsView(

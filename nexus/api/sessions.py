@@ -33,12 +33,12 @@ from nexus.api.schemas.sessions import (
     SessionTree,
     SessionView,
 )
+from nexus.arrival.messages import request_compaction, send_to_session
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
-from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED
+from nexus.engine.stream import QUEUE_ITEM_DROPPED
 from nexus.ids import now_ms
-from nexus.ingest.direct import request_compaction, send_to_session
-from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, SessionOrigin
+from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
 from nexus.ledger.repository import LabelTaken, NotFound
 from nexus.queueing.coordination import Coordination, CoordinationUnavailable
@@ -150,6 +150,7 @@ def _send(graph: Nexus, label: str, body: SendMessage) -> Queued:
             source=body.source,
             arrivals=graph.coordination,
             queueing=graph.queue_policy,
+            policies=graph.policies,
             model_overrides=without_nulls(body.model_overrides),
         )
         check_model(uow, graph.settings.default_model, queued.session, body.model_overrides)
@@ -270,10 +271,13 @@ async def _events(coordination: Coordination, session_id: str, after: str) -> As
 def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueued:
     with graph.database.unit_of_work() as uow:
         session = resolve(uow, label)
-        item_id = request_compaction(uow, session, graph.doorbell, instructions=instructions)
-        announced = {"queue_item_id": item_id, "event_id": None, "mode": QueueMode.QUEUE.value}
-        uow.after_commit(
-            partial(graph.coordination.publish, session.id, QUEUE_ITEM_QUEUED, announced)
+        item_id = request_compaction(
+            uow,
+            session,
+            graph.doorbell,
+            instructions=instructions,
+            arrivals=graph.coordination,
+            queueing=graph.queue_policy,
         )
         uow.commit()
     return CompactQueued(status="queued", session=session.label, queue_item_id=item_id)

@@ -88,7 +88,7 @@ def cancel(
     Cancelling again changes nothing; a session that is no worker is 409."""
     with database.unit_of_work() as uow:
         try:
-            done = cancel_worker(uow, doorbell, label)
+            done = cancel_worker(uow, doorbell, label, signals=coordination)
         except NotFound as error:
             raise ApiError(404, "not_found", str(error)) from error
         except NotAWorker as error:

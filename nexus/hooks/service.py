@@ -5,11 +5,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import structlog
 
+from nexus.arrival.service import DENIED, QUEUED, ArrivalSignals, queue_for
+from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy, arrival
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.model import ModelDone, ModelPort, ModelRequest
@@ -22,7 +23,8 @@ from nexus.hooks.settle import settle
 from nexus.hooks.spec import HookContext, HookResult, Routing
 from nexus.ids import Clock, now_ms
 from nexus.ledger.enums import BreakerState, HookMode, MessageSource
-from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewQueueItem, NewSession
+from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewSession, SessionRecord
+from nexus.ledger.repository import SessionArchived
 from nexus.routing.route import RouteTarget, route
 
 log = structlog.get_logger(__name__)
@@ -42,6 +44,10 @@ class HookRunner:
     # The hook processes that calls run in (bootstrap always gives one); None runs hooks
     # on threads of this process, for tests of hooks given as functions.
     pool: HookPool | None = None
+    # What a firing is queued under (the one way in): the deployment's queue defaults, and
+    # the running turn's signals and the session's stream.
+    queueing: QueuePolicy = SHIPPED_QUEUE_POLICY
+    signals: ArrivalSignals | None = None
 
     def sync(self) -> list[str]:
         """The hooks table follows the loaded directory; returns the hooks it disabled.
@@ -262,30 +268,33 @@ class HookRunner:
         )
         if not stored:
             return
-        session_id = _target_session(uow, routing)
-        uow.ledger.events.mark_processed(fired_id, "queued", f"hook {hook.meta.name}")
-        item_id, created = uow.ledger.queue.enqueue(
-            NewQueueItem(
-                session_id=session_id, event_id=fired_id, mode=routing.queue_mode, source=source
-            )
-        )
-        if created:
-            uow.after_commit(partial(self.doorbell.session_has_work, session_id))
+        session = _target_session(uow, routing)
+        fired = uow.ledger.events.get(fired_id)
+        assert fired is not None  # stored just above, in this transaction
+        # The hook's routing chose the mode, as a request would; the rest (cap, drop, the
+        # collect window) is the session's, its policy's or the defaults'.
+        came = arrival(session, None, fired, self.queueing, mode=routing.queue_mode)
+        try:
+            queued = queue_for(uow, session, [came], signals=self.signals, doorbell=self.doorbell)
+        except SessionArchived as refused:
+            uow.ledger.events.mark_processed(fired_id, DENIED, str(refused))
+            log.info("hook_fired_refused", hook=hook.meta.name, event_id=event.id, why=str(refused))
+            return
+        uow.ledger.events.mark_processed(fired_id, QUEUED, f"hook {hook.meta.name}")
+        item_id = queued.item_ids[0]
         log.info("hook_fired", hook=hook.meta.name, event_id=event.id, queue_item=item_id)
 
 
-def _target_session(uow: UnitOfWork, routing: Routing) -> str:
+def _target_session(uow: UnitOfWork, routing: Routing) -> SessionRecord:
     if routing.kind == "session":
         found = uow.ledger.sessions.resolve(routing.target)
         if found is not None:
-            return found.id
+            return found
         persona = uow.ledger.agents.ensure(DEFAULT_PERSONA)
-        return uow.ledger.sessions.ensure(
-            NewSession(label=routing.target, persona_id=persona.id)
-        ).id
+        return uow.ledger.sessions.ensure(NewSession(label=routing.target, persona_id=persona.id))
     if routing.kind == "persona":
         uow.ledger.agents.ensure(routing.target)
-    return route(uow.ledger, RouteTarget(routing.kind, routing.target)).session.id
+    return route(uow.ledger, RouteTarget(routing.kind, routing.target)).session
 
 
 def _breaker(row: HookRecord) -> Breaker:

@@ -1,16 +1,13 @@
-"""Entity merges and propagateMergeToSessions: aliases, never merged turn trees (seed 002)."""
+"""Entity merges carried to sessions: aliases to one primary, never merged turn trees."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from nexus.access.keys import dm_key
 from nexus.db import UnitOfWork
-from nexus.doorbell import Doorbell
-from nexus.ledger.enums import MessageSource, QueueMode
-from nexus.ledger.records import NewQueueItem, SessionRecord
+from nexus.ledger.records import SessionRecord
 
 MERGE_REASON = "identity_merge"
 
@@ -18,26 +15,30 @@ MERGE_REASON = "identity_merge"
 @dataclass(frozen=True)
 class MergeResult:
     root: str
-    primary_session: str | None
+    primary: SessionRecord | None  # where the person's conversations continue
     aliases_created: tuple[str, ...]  # the keys this merge pointed at the primary
+    notice: str = ""  # what the primary is to be told (its caller queues it)
+
+    @property
+    def primary_session(self) -> str | None:
+        return self.primary.label if self.primary is not None else None
 
 
 def pick_primary(candidates: Sequence[tuple[SessionRecord, int]]) -> SessionRecord:
-    """Seed 002: the session with the most turns; a tie goes to the latest activity."""
+    """The session with the most turns; a tie goes to the latest activity (docs/people.md)."""
     return max(candidates, key=lambda pair: (pair[1], pair[0].updated_at))[0]
 
 
-def merge_entities(
-    uow: UnitOfWork, *, into: str, merged: Sequence[str], doorbell: Doorbell
-) -> MergeResult:
+def merge_entities(uow: UnitOfWork, *, into: str, merged: Sequence[str]) -> MergeResult:
     """Merge `merged` into `into` and point every DM key of the person at one session.
 
     Every key of the merged group (`dm:{entity}`) then resolves to the primary: the
     session with the most turns among those the keys lead to now. A key with a session of
     its own gets an alias (which wins over the label: that session keeps its history and
     receives nothing more); a key that is an alias already, from an earlier merge, is
-    re-pointed. Runs in the caller's transaction, as the seed asks: the merge and its
-    aliases commit together or not at all. The primary is told with a queued notice.
+    re-pointed. Runs in the caller's transaction: the merge and its aliases commit
+    together or not at all. The caller queues `notice` for the primary, in the same
+    transaction (`nexus.arrival.messages.queue_notice`).
     """
     if not merged:
         raise ValueError("name at least one entity to merge")
@@ -52,7 +53,7 @@ def merge_entities(
     leads = {key: sessions.resolve(key) for key in keys}
     candidates = {s.id: s for s in leads.values() if s is not None}
     if not candidates:
-        return MergeResult(root=root, primary_session=None, aliases_created=())
+        return MergeResult(root=root, primary=None, aliases_created=())
     primary = pick_primary([(s, sessions.turn_count(s.id)) for s in candidates.values()])
     written: list[str] = []
     for key in keys:
@@ -71,13 +72,4 @@ def merge_entities(
         f"[identity] {', '.join(merged)} merged into {into}: conversations from every one of "
         f"their channels now continue in this session."
     )
-    uow.ledger.queue.enqueue(
-        NewQueueItem(
-            session_id=primary.id,
-            mode=QueueMode.FOLLOWUP,
-            source=MessageSource.EVENT,
-            payload={"text": notice, "kind": "identity_merge", "aliases": list(created)},
-        )
-    )
-    uow.after_commit(partial(doorbell.session_has_work, primary.id))
-    return MergeResult(root=root, primary_session=primary.label, aliases_created=created)
+    return MergeResult(root=root, primary=primary, aliases_created=created, notice=notice)

@@ -4,36 +4,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from typing import Literal
 
 from nexus.access.policy import Policy, Principal, decide
-from nexus.db import UnitOfWork
-from nexus.ingest.arrival import (
+from nexus.arrival.service import DENIED, QUEUED, ArrivalSignals, queue_for
+from nexus.arrival.settings import (
     SHIPPED_QUEUE_POLICY,
     Arrival,
     QueuePolicy,
     archived_reason,
     arrival,
-)
-from nexus.ingest.router import (
-    DENIED,
-    QUEUED,
-    ArrivalSignals,
-    ProcessedEvent,
-    announce,
     delivery_for,
     principal_for,
-    queue_item,
-    signal_running_turn,
 )
-from nexus.ledger.enums import QueueMode, SessionOrigin, SessionStatus
+from nexus.db import UnitOfWork
+from nexus.ledger.enums import SessionOrigin, SessionStatus
 from nexus.ledger.records import EventRecord, NewSession, QueueItemRecord, SessionRecord
-from nexus.queueing.modes import arrival_action
-from nexus.queueing.overflow import SUMMARY_PENDING, drop_over_cap
 
 # Events one router run takes: enough that a burst costs a few runs, few enough that one
 # transaction stays short.
 ROUTE_BATCH = 50
+
+
+@dataclass(frozen=True)
+class ProcessedEvent:
+    """What the router made of one event: queued for a session, or denied (and why)."""
+
+    event_id: str
+    disposition: Literal["queued", "denied", "already processed"]
+    session_id: str | None = None
+    session_label: str | None = None
+    queue_item_id: str | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,73 +119,24 @@ def route_waiting(
     for position, (session_id, arrivals_for) in enumerate(ordered):
         # The batch's last enqueue writes every event's disposition too: a statement less.
         settle = outcomes if position == len(ordered) - 1 else ()
-        items, only = _queue_many(
+        queued = queue_for(
             uow,
             sessions[session_id],
             arrivals_for,
-            arrivals,
+            signals=arrivals,
+            doorbell=None,  # the router rings each session once, or runs it, after commit
             locked=session_id in locked,
             settle=settle,
         )
-        if only is not None:
-            alone[session_id] = (only, arrivals_for[0].event)
-        for came, item_id in zip(arrivals_for, items, strict=True):
-            results[came.event.id] = ProcessedEvent(
-                came.event.id, "queued", session_id, sessions[session_id].label, item_id
+        events = [came.event for came in arrivals_for if came.event is not None]
+        if queued.alone is not None:
+            alone[session_id] = (queued.alone, events[0])
+        for event, item_id in zip(events, queued.item_ids, strict=True):
+            results[event.id] = ProcessedEvent(
+                event.id, "queued", session_id, sessions[session_id].label, item_id
             )
     if not ordered:  # nothing was queued (every event denied): no enqueue to ride with
         uow.ledger.events.mark_many_processed(outcomes)
     return Drained(
         events=tuple(results[event.id] for event, _ in waiting), sessions=tuple(plan), alone=alone
     )
-
-
-def _queue_many(
-    uow: UnitOfWork,
-    session: SessionRecord,
-    events: Sequence[Arrival],
-    arrivals: ArrivalSignals | None,
-    *,
-    locked: bool = False,
-    settle: Sequence[tuple[str, str, str | None]] = (),
-) -> tuple[list[str], QueueItemRecord | None]:
-    """`queue_into` for several events of one session: one lock (none when `locked`: the
-    caller holds it), one cap decision (under the settings the first of them arrived with,
-    counted with the last enqueue), and at most one abort signal however many interrupting
-    messages arrived. `settle`: what became of the router batch's events, written by the
-    last enqueue. Returns the items, and the one item when it is all the session has open
-    (`Enqueued.alone`)."""
-    # The epoch the signals below carry: read under the session's lock (resolved under it
-    # when `locked`), so a turn claimed after this transaction obeys none of them.
-    epoch = session.epoch if locked else uow.ledger.sessions.lock(session.id)
-    item_ids: list[str] = []
-    queued: list[tuple[str, EventRecord, QueueMode]] = []
-    abort = False
-    waiting: int | None = None
-    alone: QueueItemRecord | None = None
-    for position, came in enumerate(events):
-        event, mode = came.event, came.mode
-        if position == len(events) - 1:
-            item_id, created, waiting, alone = uow.ledger.queue.enqueue_counting(
-                queue_item(session, came), summary_marker=SUMMARY_PENDING, settle=settle
-            )
-        else:
-            item_id, created = uow.ledger.queue.enqueue(queue_item(session, came))
-        item_ids.append(item_id)
-        if created:
-            queued.append((item_id, event, mode))
-        if created and arrivals is not None:
-            if arrival_action(mode) == "abort":
-                abort = True
-            else:
-                signal_running_turn(uow, arrivals, session.id, mode, event, item_id, epoch=epoch)
-    limits = events[0].settings
-    dropped = drop_over_cap(
-        uow, session.id, cap=limits.cap.value, policy=limits.drop.value, waiting=waiting
-    )
-    if arrivals is not None:
-        if abort:  # first: a running turn stops sooner
-            uow.after_commit(partial(arrivals.request_abort, session.id, epoch=epoch))
-        announce(uow, arrivals, session.id, queued, dropped)
-    # What the cap dropped is no longer the item alone (and it owes a summary now).
-    return item_ids, alone if len(events) == 1 and not dropped.item_ids else None

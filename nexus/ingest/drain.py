@@ -9,13 +9,13 @@ from typing import Protocol
 import structlog
 
 from nexus.access.policy import Policy
+from nexus.arrival.service import ArrivalSignals
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, Doorbell
 from nexus.engine.query import QueryMessage
 from nexus.engine.stream import StreamEvent
-from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.batch import ROUTE_BATCH, route_waiting
-from nexus.ingest.router import ArrivalSignals, ProcessedEvent
+from nexus.ingest.batch import ROUTE_BATCH, ProcessedEvent, route_waiting
 from nexus.ledger.records import EventRecord, QueueItemRecord
 from nexus.sessions.claims import InlineClaim
 

@@ -13,8 +13,8 @@ from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.ingest.router import process_event
 from nexus.settings import Settings
+from tests.support import route_one
 
 TOKEN = "tok-123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -148,7 +148,7 @@ def test_merge_through_the_api(database: Database) -> None:
         stored.append(client.post("/v1/events", json=body, headers=AUTH).json()["event_id"])
     with database.unit_of_work() as uow:
         for event_id in stored:
-            process_event(uow, event_id, load_policies(None), doorbell)
+            route_one(uow, event_id, load_policies(None), doorbell)
         first = uow.ledger.identity.contact_entity("imessage", "+1")
         second = uow.ledger.identity.contact_entity("imessage", "+2")
         uow.commit()

@@ -126,3 +126,29 @@ def test_after_a_merge_of_a_merge_every_sender_lands_in_the_newest_primary(
         for key in ("dm:ent_person", f"dm:{ada}", f"dm:{bob}", f"dm:{cy}"):
             found = uow.ledger.sessions.resolve(key)
             assert found is not None and found.label == f"dm:{cy}", key
+
+
+def test_routing_to_a_merged_away_sessions_head_continues_exactly_that_thread(
+    database: Database, tmp_path: Path
+) -> None:
+    """After a merge, Ada's old session is an alias of Bob's; its head is still a thread of
+    its own. `POST /v1/route {thread}` continues that thread, in that session, whatever the
+    aliases say of its label: the new turn's parent is that head, not the primary's."""
+    telegram = Telegram(database, tmp_path)
+    ada_session = telegram.message(41, "hi, Ada here")
+    bob_session = telegram.message(42, "hi, Bob here")
+    telegram.give_turns(ada_session, 1)
+    telegram.give_turns(bob_session, 3)
+    telegram.merge(telegram.entity(41), telegram.entity(42))
+    with database.reading() as uow:
+        ada = uow.ledger.sessions.get_by_label(ada_session)
+        assert ada is not None and ada.thread_id is not None
+    routed = telegram.client.post(
+        "/v1/route", json={"thread": ada.thread_id, "content": "go on from here"}, headers=AUTH
+    )
+    assert routed.status_code == 202, routed.text
+    body = routed.json()
+    assert (body["session"], body["how"], body["thread_id"]) == (ada_session, "head", ada.thread_id)
+    with database.reading() as uow:
+        item = uow.ledger.queue.get(body["queue_item_id"])
+    assert item is not None and item.session_id == ada.id

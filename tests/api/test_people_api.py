@@ -8,11 +8,12 @@ from fastapi.testclient import TestClient
 
 from nexus.access.policy import load_policies
 from nexus.api.app import create_app
+from nexus.arrival.settings import principal_for
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.ingest.router import principal_for, process_event
 from nexus.settings import Settings
+from tests.support import route_one
 
 TOKEN = "tok-people"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -44,7 +45,7 @@ def _routed(client: TestClient, database: Database, event_id: str, sender: str) 
     assert posted.status_code == 202
     with database.unit_of_work() as uow:
         stored = posted.json()["event_id"]
-        routed = process_event(uow, stored, load_policies(None), RecordingDoorbell())
+        routed = route_one(uow, stored, load_policies(None), RecordingDoorbell())
         assert routed.session_id is not None
         session = uow.ledger.sessions.get(routed.session_id)
         uow.commit()

@@ -11,8 +11,8 @@ from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.ingest.router import process_event
 from nexus.settings import Settings
+from tests.support import route_one
 
 TOKEN = "tok-settings"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -77,7 +77,7 @@ def test_a_policy_layer_is_shown_for_the_sessions_it_keys(
     stored = posted.json()["event_id"]
     graph = client.app.state.nexus.nexus  # type: ignore[attr-defined]
     with database.unit_of_work() as uow:
-        routed = process_event(uow, stored, graph.policies, RecordingDoorbell())
+        routed = route_one(uow, stored, graph.policies, RecordingDoorbell())
         uow.commit()
     shown = _queue(client, routed.session_label or "")
     assert shown["cap"] == {"value": 7, "source": "policy"} and shown["policy"] == "calm-dms"

@@ -210,15 +210,15 @@ def test_a_hanging_hook_is_cut_and_the_event_still_routes(
     import time
 
     from nexus.access.policy import load_policies
-    from nexus.ingest.router import process_event
     from nexus.ingest.service import ingest
     from tests.contract.test_routing import _message
+    from tests.support import route_one
 
     runner = hook_runner(database, clock, tmp_path, hangs=HANGING_HOOK)
     doorbell = RecordingDoorbell()
     with database.unit_of_work() as uow:  # what nexus.event.process does: route, then hooks
         ingest(uow, [_message("sms:1", "sms", "+1555", "hello")], doorbell)
-        routed = process_event(uow, "sms:1", load_policies(None), doorbell)
+        routed = route_one(uow, "sms:1", load_policies(None), doorbell)
         uow.commit()
     started = time.monotonic()
     (invocation,) = runner.run("sms:1")

@@ -13,18 +13,17 @@ from sqlalchemy import event as sql_event
 from standardwebhooks.webhooks import Webhook
 
 from nexus.access.policy import load_policies
+from nexus.arrival.messages import merge_people
 from nexus.db import Database
 from nexus.engine.scripted import Say
 from nexus.engine.stream import StreamEvent
 from nexus.event import Container, NexusEvent
-from nexus.identity.merge import merge_entities
-from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import DeliveryStatus
 from nexus.outbound.planning import NO_REPLY
 from tests.contract.outbound_support import WEBHOOK_SECRET, OutboundRig, message, outbound_rig
 from tests.fakes.platform_server import FakePlatforms
-from tests.support import FakeClock, build_chain
+from tests.support import FakeClock, build_chain, route_one
 
 CODE = "\n".join(f"    result_{n:03d} = compute(step={n:03d})  # go on" for n in range(110))
 # ~9,000 characters: prose, a code block longer than one message, more prose.
@@ -165,7 +164,7 @@ def test_a_merged_entitys_reply_goes_back_through_the_platform_it_came_from(
     telegram = message("telegram:1", "telegram", "4242", "hi", message_id="5")
     rig.arrive(telegram)
     with rig.database.unit_of_work() as uow:
-        first = process_event(uow, telegram.id, policies, rig.doorbell)
+        first = route_one(uow, telegram.id, policies, rig.doorbell)
         primary = uow.ledger.sessions.resolve(first.session_label or "")
         assert primary is not None
         build_chain(uow.ledger, primary, 3)  # the Telegram session has the history
@@ -177,11 +176,11 @@ def test_a_merged_entitys_reply_goes_back_through_the_platform_it_came_from(
     )  # fmt: skip
     rig.arrive(whatsapp)
     with rig.database.unit_of_work() as uow:
-        process_event(uow, whatsapp.id, policies, rig.doorbell)
+        route_one(uow, whatsapp.id, policies, rig.doorbell)
         wa_entity = uow.ledger.identity.contact_entity("whatsapp", "15551234567")
         assert tg_entity is not None and wa_entity is not None
         uow.ledger.identity.create_entity("ent_ada", kind="person", name="Ada")
-        merge_entities(uow, into="ent_ada", merged=[tg_entity, wa_entity], doorbell=rig.doorbell)
+        merge_people(uow, into="ent_ada", merged=[tg_entity, wa_entity], doorbell=rig.doorbell)
         uow.commit()
     later = message(
         "whatsapp:wamid.B", "whatsapp", "15551234567", "still there?",
@@ -189,7 +188,7 @@ def test_a_merged_entitys_reply_goes_back_through_the_platform_it_came_from(
     )  # fmt: skip
     rig.arrive(later)
     with rig.database.unit_of_work() as uow:
-        routed = process_event(uow, later.id, policies, rig.doorbell)
+        routed = route_one(uow, later.id, policies, rig.doorbell)
         uow.commit()
     assert routed.session_id == primary.id  # the alias led it to the Telegram session
     rig.answer(primary, later, "Yes, here.")

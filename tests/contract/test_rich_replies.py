@@ -22,12 +22,12 @@ from nexus.adapters.inbound.telegram import TelegramAdapter
 from nexus.db import Database
 from nexus.engine.scripted import CallTools, Say
 from nexus.event import Container, NexusEvent
-from nexus.ingest.router import ProcessedEvent, process_event
+from nexus.ingest.batch import ProcessedEvent
 from nexus.ledger.records import SessionRecord
 from tests.contract.outbound_support import OutboundRig, message, outbound_rig
 from tests.contract.test_outbound import LONG_REPLY, _shown
 from tests.fakes.platform_server import FakePlatforms
-from tests.support import FakeClock, free_port
+from tests.support import FakeClock, free_port, route_one
 
 OPTIONS: dict[str, Any] = {
     "buttons": [
@@ -278,7 +278,7 @@ def _routed(rig: OutboundRig, event: NexusEvent) -> ProcessedEvent:
     """The event stored and routed as the router task does, under the built-in policies."""
     rig.arrive(event)
     with rig.database.unit_of_work() as uow:
-        routed = process_event(uow, event.id, load_policies(None), rig.doorbell)
+        routed = route_one(uow, event.id, load_policies(None), rig.doorbell)
         uow.commit()
     return routed
 

@@ -9,14 +9,13 @@ import pytest
 from sqlalchemy import event as sql_event
 
 from nexus.access.policy import load_policies, parse_policies
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
 from nexus.engine.stream import StreamEvent
 from nexus.event import Author, Container, NexusEvent
-from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.batch import route_waiting
+from nexus.ingest.batch import ProcessedEvent, route_waiting
 from nexus.ingest.drain import EventRouter
-from nexus.ingest.router import ProcessedEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, EventStatus, QueueMode, QueueStatus, TurnStatus
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord

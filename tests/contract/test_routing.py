@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 
 from nexus.access.policy import load_policies, parse_policies
+from nexus.arrival.messages import merge_people
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.event import Author, Container, NexusEvent
-from nexus.identity.merge import merge_entities
 from nexus.ingest.relay import relay
-from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import EventStatus, QueueMode, QueueStatus
 from nexus.ledger.repository import LedgerConflict
-from tests.support import FakeClock, build_chain
+from tests.support import FakeClock, build_chain, route_one
 
 POLICIES = load_policies(None)
 
@@ -45,7 +44,7 @@ def _arrive(database: Database, event: NexusEvent, doorbell: RecordingDoorbell):
         ingest(uow, [event], doorbell)
         uow.commit()
     with database.unit_of_work() as uow:
-        routed = process_event(uow, event.id, POLICIES, doorbell)
+        routed = route_one(uow, event.id, POLICIES, doorbell)
         uow.commit()
     return routed
 
@@ -82,7 +81,7 @@ def test_routing_twice_queues_once(database: Database) -> None:
     doorbell = RecordingDoorbell()
     first = _arrive(database, _message("telegram:9", "telegram", "42"), doorbell)
     with database.unit_of_work() as uow:
-        again = process_event(uow, "telegram:9", POLICIES, doorbell)
+        again = route_one(uow, "telegram:9", POLICIES, doorbell)
         uow.commit()
     assert again.disposition == "already processed"
     with database.unit_of_work() as uow:
@@ -101,7 +100,7 @@ def test_a_denied_event_keeps_its_reason_and_queues_nothing(database: Database) 
         "  session: {key: 'dm:{principal.entity_id}', persona: atlas}\n"
     )
     with database.unit_of_work() as uow:
-        routed = process_event(uow, "telegram:5", strict, doorbell)
+        routed = route_one(uow, "telegram:5", strict, doorbell)
         uow.commit()
     assert routed.disposition == "denied"
     with database.unit_of_work() as uow:
@@ -123,7 +122,7 @@ def test_seed_002_identity_story(database: Database) -> None:
         assert ent_001 is not None
         # Day 3: the memory-writer learns this is Sarah and merges.
         uow.ledger.identity.create_entity("ent_sarah", kind="person", name="Sarah")
-        first = merge_entities(uow, into="ent_sarah", merged=[ent_001], doorbell=doorbell)
+        first = merge_people(uow, into="ent_sarah", merged=[ent_001], doorbell=doorbell)
         uow.commit()
     assert first.primary_session == f"dm:{ent_001}"
     assert first.aliases_created == ("dm:ent_sarah",)
@@ -136,7 +135,7 @@ def test_seed_002_identity_story(database: Database) -> None:
         build_chain(uow.ledger, gmail, 5)
         ent_003 = uow.ledger.identity.contact_entity("email", "mom@gmail.com")
         assert ent_003 is not None
-        second = merge_entities(uow, into="ent_sarah", merged=[ent_003], doorbell=doorbell)
+        second = merge_people(uow, into="ent_sarah", merged=[ent_003], doorbell=doorbell)
         uow.commit()
     assert second.primary_session == f"dm:{ent_001}"  # most turns wins
     assert second.aliases_created == (f"dm:{ent_003}",)
@@ -164,9 +163,9 @@ def test_merging_twice_or_in_a_circle_is_refused(database: Database) -> None:
     with database.unit_of_work() as uow:
         for name in ("ent_a", "ent_b"):
             uow.ledger.identity.create_entity(name, kind="person", name=name)
-        merge_entities(uow, into="ent_a", merged=["ent_b"], doorbell=RecordingDoorbell())
+        merge_people(uow, into="ent_a", merged=["ent_b"], doorbell=RecordingDoorbell())
         with pytest.raises(LedgerConflict, match="already the same person"):
-            merge_entities(uow, into="ent_b", merged=["ent_a"], doorbell=RecordingDoorbell())
+            merge_people(uow, into="ent_b", merged=["ent_a"], doorbell=RecordingDoorbell())
 
 
 def test_relay_rings_what_is_still_owed(database: Database, clock: FakeClock) -> None:
@@ -175,7 +174,7 @@ def test_relay_rings_what_is_still_owed(database: Database, clock: FakeClock) ->
         ingest(uow, [_message("telegram:1", "telegram", "1")], silent)
         uow.commit()
     with database.unit_of_work() as uow:
-        process_event(uow, "telegram:1", POLICIES, silent)
+        route_one(uow, "telegram:1", POLICIES, silent)
         ingest(uow, [_message("telegram:2", "telegram", "2")], silent)
         uow.commit()
     clock.advance(10_000)
@@ -195,8 +194,8 @@ def test_a_sender_is_its_canonical_entity_through_merges(database: Database) -> 
         assert own is not None and own.merged_into is None
         for name in ("ent_person", "ent_household"):
             uow.ledger.identity.create_entity(name, kind="person", name=name)
-        merge_entities(uow, into="ent_person", merged=[own.id], doorbell=doorbell)
-        merge_entities(uow, into="ent_household", merged=["ent_person"], doorbell=doorbell)
+        merge_people(uow, into="ent_person", merged=[own.id], doorbell=doorbell)
+        merge_people(uow, into="ent_household", merged=["ent_person"], doorbell=doorbell)
         merged = uow.ledger.identity.sender_entity("sms", "+15550001111")
         stranger = uow.ledger.identity.sender_entity("sms", "+15559999999")
     assert merged is not None and merged.id == "ent_household"

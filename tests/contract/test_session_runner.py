@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nexus.access.policy import load_policies
+from nexus.arrival.messages import request_compaction
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import CallTools, Fail, Say
-from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.direct import request_compaction
-from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
@@ -24,7 +23,7 @@ from nexus.sessions.runner import SessionRunner
 from nexus.sessions.signals import ABORT_POLL_MS
 from tests.contract.engine_support import RecordingTool, Rig, build_rig
 from tests.contract.test_routing import _message
-from tests.support import FakeClock, RunOnRing
+from tests.support import FakeClock, RunOnRing, route_one
 
 
 @dataclass
@@ -287,7 +286,7 @@ def test_25_messages_over_a_cap_of_20_drop_5_with_one_notice(
         for n in range(25):
             clock.advance(1)
             ingest(uow, [_message(f"sms:{n}", "sms", "+1555", f"message {n}")], doorbell)
-            process_event(
+            route_one(
                 uow, f"sms:{n}", policies, doorbell, queueing=QueuePolicy(cap=20, drop="summarize")
             )
         uow.commit()

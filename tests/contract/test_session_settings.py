@@ -6,19 +6,18 @@ from __future__ import annotations
 import pytest
 
 from nexus.access.policy import parse_policies
+from nexus.arrival.messages import send_to_session
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.event import Author, Container, NexusEvent
-from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.direct import send_to_session
-from nexus.ingest.router import process_event
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, SessionStatus
 from nexus.ledger.repository import SessionArchived
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from tests.contract.engine_support import build_rig
-from tests.support import FakeClock
+from tests.support import FakeClock, route_one
 
 
 def _runner(database: Database, clock: FakeClock) -> tuple[SessionRunner, RecordingDoorbell]:
@@ -102,7 +101,7 @@ def test_a_policy_sets_the_queue_of_the_sessions_it_keys(
     event = _sms("sms:1", "+1")
     with database.unit_of_work() as uow:
         ingest(uow, [event], RecordingDoorbell())
-        routed = process_event(uow, event.id, policies, RecordingDoorbell())
+        routed = route_one(uow, event.id, policies, RecordingDoorbell())
         [item] = uow.ledger.queue.for_session(routed.session_id or "")
         uow.commit()
     assert (item.mode, item.payload) == (QueueMode.COLLECT, {"debounce_ms": 30_000})
@@ -127,7 +126,7 @@ def test_an_archived_session_refuses_new_work_and_stays_readable(
     event = _sms("sms:2", "+2")
     with database.unit_of_work() as uow:
         ingest(uow, [event], RecordingDoorbell())
-        routed = process_event(uow, event.id, policies, RecordingDoorbell())
+        routed = route_one(uow, event.id, policies, RecordingDoorbell())
         uow.commit()
     assert routed.disposition == "denied" and "archived" in (routed.reason or "")
     with database.unit_of_work() as uow:
@@ -135,3 +134,68 @@ def test_an_archived_session_refuses_new_work_and_stays_readable(
         items = uow.ledger.queue.for_session(session_id)
     assert stored is not None and stored.disposition == "denied"
     assert [i.event_id for i in items if i.event_id] != [] and len(items) == 1  # only "before"
+
+
+CAPPED_DMS = """
+- name: capped-dms
+  match: {delivery: {peer_kind: dm}}
+  session: {key: "dm:{principal.entity_id}", persona: atlas, queue_cap: 2, drop_policy: new}
+"""
+
+
+def test_a_message_sent_through_the_api_arrives_under_the_policy_that_keys_its_session(
+    database: Database, clock: FakeClock
+) -> None:
+    """The policy's cap (2) holds for what the API sends to the session too, as
+    `GET /v1/sessions/{label}` shows it: not the deployment's default of 20."""
+    policies = parse_policies(CAPPED_DMS)
+    event = _sms("sms:1", "+1")
+    with database.unit_of_work() as uow:
+        ingest(uow, [event], RecordingDoorbell())
+        routed = route_one(uow, event.id, policies, RecordingDoorbell())
+        uow.commit()
+    for n in range(3):
+        clock.advance(1)
+        with database.unit_of_work() as uow:
+            send_to_session(
+                uow, routed.session_label or "", f"api {n}", RecordingDoorbell(),
+                mode=QueueMode.QUEUE, queueing=QueuePolicy(), policies=policies,
+            )  # fmt: skip
+            uow.commit()
+    with database.unit_of_work() as uow:
+        items = uow.ledger.queue.for_session(routed.session_id or "")
+    dropped = [i for i in items if i.disposition == Disposition.DROPPED]
+    assert len(items) == 4 and len(dropped) == 2
+
+
+def test_an_agents_post_and_a_hooks_firing_obey_the_cap_and_the_archive(
+    database: Database, clock: FakeClock
+) -> None:
+    """Internal writers go through the one way in: an agent's posts past the session's cap
+    are dropped like anyone's, and nothing is queued into an archived session (the event
+    records why)."""
+    from nexus.agents.posting import post
+
+    session_id = _send(database, clock, "busy", "m0", QueueMode.QUEUE)
+    with database.unit_of_work() as uow:
+        uow.ledger.sessions.configure(session_id, {"queue_cap": 2, "drop_policy": "new"})
+        for n in range(3):
+            post(
+                uow, RecordingDoorbell(), session_id=session_id, event_id=f"agent:p{n}",
+                text=f"post {n}", payload={},
+            )  # fmt: skip
+        uow.commit()
+    with database.unit_of_work() as uow:
+        items = uow.ledger.queue.for_session(session_id)
+        uow.ledger.sessions.configure(session_id, {"status": SessionStatus.ARCHIVED})
+        uow.commit()
+    assert len(items) == 4 and len([i for i in items if i.disposition == "dropped"]) == 2
+    with database.unit_of_work() as uow:
+        queued = post(
+            uow, RecordingDoorbell(), session_id=session_id, event_id="agent:late",
+            text="too late", payload={},
+        )  # fmt: skip
+        late = uow.ledger.events.get("agent:late")
+        uow.commit()
+    assert queued is False and late is not None
+    assert late.disposition == "denied" and "archived" in (late.disposition_detail or "")

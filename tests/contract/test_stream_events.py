@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import uuid
 
+from nexus.arrival.service import queue_for
+from nexus.arrival.settings import Arrival, QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.scripted import Fail, Say
-from nexus.ingest.arrival import Arrival, QueuePolicy
-from nexus.ingest.router import queue_into
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, SessionRecord
 from nexus.queueing.coordination import Coordination
@@ -40,9 +40,9 @@ def _queue(
         defaults = (queueing or QueuePolicy()).defaults
         settings = effective_queue(QueueOverrides(), QueueOverrides(), defaults)
         came = Arrival(event, QueueMode.QUEUE, settings)
-        item_id, _ = queue_into(uow, session, came, RecordingDoorbell(), arrivals=coordination)
+        queued = queue_for(uow, session, [came], signals=coordination, doorbell=RecordingDoorbell())
         uow.commit()
-    return item_id
+    return queued.item_ids[0]
 
 
 def _read(coordination: Coordination, session_id: str) -> list[StreamEntry]:

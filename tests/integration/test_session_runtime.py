@@ -15,10 +15,9 @@ import redis
 
 from nexus.access.policy import load_policies
 from nexus.agents.posting import post
+from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import DeferredDoorbell
-from nexus.ingest.arrival import QueuePolicy
-from nexus.ingest.router import process_event
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from tests.fakes.anthropic_server import FakeAnthropicServer
@@ -31,6 +30,7 @@ from tests.integration.session_support import (
 )
 from tests.integration.worker_process import celery_worker, wait_for
 from tests.services import REDIS_URL
+from tests.support import route_one
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -207,9 +207,7 @@ def test_flushall_with_50_pending_loses_nothing(pg_database: Database, tmp_path:
         policies, no_cap = load_policies(None), QueuePolicy(cap=1000)
         with pg_database.unit_of_work() as uow:
             for n in range(25):
-                process_event(
-                    uow, f"telegram:p{n:02d}", policies, DeferredDoorbell(), queueing=no_cap
-                )
+                route_one(uow, f"telegram:p{n:02d}", policies, DeferredDoorbell(), queueing=no_cap)
             uow.commit()
         assert len(nodes.items()) == 25
         redis.Redis.from_url(REDIS_URL).flushall()  # every doorbell gone

@@ -186,9 +186,9 @@ def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
     from nexus.db import Database
     from nexus.doorbell import RecordingDoorbell
     from nexus.event import Author, Container, NexusEvent
-    from nexus.ingest.router import process_event
     from nexus.ingest.service import ingest
     from nexus.settings import Settings
+    from tests.support import route_one
 
     runner.invoke(app, ["db", "upgrade"])
     database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
@@ -198,7 +198,7 @@ def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
                                sender=Author(id=sender), container=Container(kind="dm", id=sender),
                                text="hi", occurred_at=0)  # fmt: skip
             ingest(uow, [event], RecordingDoorbell())
-            process_event(uow, event.id, load_policies(None), RecordingDoorbell())
+            route_one(uow, event.id, load_policies(None), RecordingDoorbell())
         first = uow.ledger.identity.contact_entity("sms", "+1")
         second = uow.ledger.identity.contact_entity("sms", "+2")
         uow.commit()

@@ -7,7 +7,7 @@ from typing import Annotated, Generic, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from nexus.api.schemas.model import ModelConfigBody, ModelSettingsView
-from nexus.ingest.direct import DEFAULT_PERSONA
+from nexus.arrival.messages import DEFAULT_PERSONA
 from nexus.ledger.enums import MAX_DEBOUNCE_MS, DropPolicy, MessageSource, QueueMode
 from nexus.ledger.records import (
     NewSessionLabel,
