@@ -86,10 +86,11 @@ def invocations(
     name: HookName, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
 ) -> Page[InvocationView]:
     """The hook's evaluations, newest first, a page at a time."""
-    before = decode_cursor(page.cursor, [int, str])
     with database.unit_of_work() as uow:
+        # The hook first: a cursor means nothing without it (404 rather than 400).
         if uow.ledger.hooks.get(name) is None:
             raise ApiError(404, "not_found", f"no hook named {name!r}")
+        before = decode_cursor(page.cursor, [int, str])
         rows = uow.ledger.hooks.invocations_page(
             name,
             before=(int(before[0]), str(before[1])) if before else None,

@@ -41,6 +41,7 @@ def page_request(
         Query(
             min_length=1,
             max_length=MAX_CURSOR_LENGTH,
+            description="The previous page's next_cursor, as given (400 invalid_cursor else)",
             json_schema_extra={"pattern": CURSOR_PATTERN},
         ),
     ] = None,
