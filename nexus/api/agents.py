@@ -6,9 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.model import ModelConfigBody, patched, without_nulls
 from nexus.db import Database
@@ -19,20 +20,20 @@ from nexus.engine.model_config import ModelConfigError, parse, to_json
 from nexus.engine.permissions import read_permissions
 from nexus.engine.sandbox import MEMORY_RANGE, TIMEOUT_RANGE
 from nexus.ledger.enums import AgentStatus
-from nexus.ledger.records import AgentRecord
+from nexus.ledger.records import AgentRecord, StorableText
 from nexus.ledger.repository import LedgerConflict, NotFound
+from nexus.ledger.strings import AgentId, CapabilityId, Key, ModelName, PersonaName
 from nexus.secrets_file import CREDENTIAL_ID_PATTERN
 
-router = APIRouter(prefix="/v1", tags=["agents"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1", tags=["agents"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
+)
 
 # Persona names end up in session labels (system:persona:NAME), so no control characters.
-Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
-]
-Pattern = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Prompt = Annotated[str, StringConstraints(max_length=100_000)]
-Model = Annotated[str, StringConstraints(min_length=1, max_length=255)]
-CapabilityId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Name = PersonaName
+Pattern = Annotated[str, Key(200, "a tool pattern")]
+Prompt = Annotated[StorableText, StringConstraints(max_length=100_000)]
+Model = ModelName
 CredentialId = Annotated[str, StringConstraints(pattern=CREDENTIAL_ID_PATTERN)]
 HostOrNetwork = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 
@@ -100,14 +101,16 @@ class AgentCreate(BaseModel):
 
 
 class AgentPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # At least one field: said in the schema too, so generated bodies are not mostly empty.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
-    name: Name | None = None
-    system_prompt: Prompt | None = None
+    # Not null (the schema says so; the validator below tells a caller who sends it).
+    name: Name | SkipJsonSchema[None] = None
+    system_prompt: Prompt | SkipJsonSchema[None] = None
     default_model: Model | None = None  # null clears it: the deployment default applies
     # The fields given replace the persona's, a null field clears one, null clears them all.
     default_model_config: ModelConfigBody | None = None
-    permissions: Permissions | None = None
+    permissions: Permissions | SkipJsonSchema[None] = None
 
     @model_validator(mode="after")
     def _sensible(self) -> AgentPatch:
@@ -192,7 +195,7 @@ def create_agent(body: AgentCreate, database: DatabaseDep) -> AgentView:
 
 
 @router.get("/agents/{agent_id}")
-def get_agent(agent_id: str, database: DatabaseDep) -> AgentView:
+def get_agent(agent_id: AgentId, database: DatabaseDep) -> AgentView:
     with database.unit_of_work() as uow:
         return _one(uow, agent_id)
 
@@ -226,7 +229,7 @@ def _layer(given: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.patch("/agents/{agent_id}")
-def patch_agent(agent_id: str, body: AgentPatch, database: DatabaseDep) -> AgentView:
+def patch_agent(agent_id: AgentId, body: AgentPatch, database: DatabaseDep) -> AgentView:
     """Change any subset of the fields; the others stay as they are."""
     changes = {field: getattr(body, field) for field in body.model_fields_set}
     if body.permissions is not None:
@@ -235,7 +238,7 @@ def patch_agent(agent_id: str, body: AgentPatch, database: DatabaseDep) -> Agent
 
 
 @router.delete("/agents/{agent_id}")
-def archive_agent(agent_id: str, database: DatabaseDep) -> AgentView:
+def archive_agent(agent_id: AgentId, database: DatabaseDep) -> AgentView:
     """Archive the persona: its sessions and turns point at it, so the row always stays."""
     return _change(database, agent_id, {"status": AgentStatus.ARCHIVED.value})
 
@@ -252,7 +255,7 @@ def list_capabilities(graph: NexusDep) -> CapabilityList:
 
 
 @router.put("/agents/{agent_id}/capabilities")
-def set_capabilities(agent_id: str, body: CapabilitiesRequest, graph: NexusDep) -> AgentView:
+def set_capabilities(agent_id: AgentId, body: CapabilitiesRequest, graph: NexusDep) -> AgentView:
     """Replace the persona's capabilities; the list's order is the order they apply in."""
     registry = graph.capabilities
     known = {c.id: c for c in registry.all()}

@@ -8,14 +8,19 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.db import UnitOfWork
 from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.ledger.repository.sessions import AliasRow
 
-router = APIRouter(prefix="/v1/aliases", tags=["aliases"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/aliases",
+    tags=["aliases"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(404, 409),
+)
 MANUAL = "manual"
 
 
@@ -98,7 +103,7 @@ def create_alias(body: CreateAlias, database: DatabaseDep) -> AliasView:
 
 
 @router.get("/{alias:path}")
-def show_alias(alias: str, database: DatabaseDep) -> AliasView:
+def show_alias(alias: SessionLabel, database: DatabaseDep) -> AliasView:
     """One alias and where it leads."""
     with database.reading() as uow:
         row = uow.ledger.sessions.alias(alias)
@@ -108,7 +113,7 @@ def show_alias(alias: str, database: DatabaseDep) -> AliasView:
 
 
 @router.delete("/{alias:path}")
-def remove_alias(alias: str, database: DatabaseDep) -> AliasView:
+def remove_alias(alias: SessionLabel, database: DatabaseDep) -> AliasView:
     """Remove an alias (a merge's too): what is addressed to it goes to the session with its
     own label again, or starts one. Answers the alias as it was."""
     try:

@@ -9,27 +9,31 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.access.keys import dm_key
 from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.messages import merge_people
 from nexus.db import UnitOfWork
 from nexus.ids import new_id
-from nexus.ledger.records import EntityRecord, StorableText
+from nexus.ledger.records import EntityRecord
 from nexus.ledger.repository import LedgerConflict, NotFound
+from nexus.ledger.strings import EntityId, EntityKind, Key, Platform, SenderId
 
-router = APIRouter(prefix="/v1/entities", tags=["entities"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/entities",
+    tags=["entities"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(404, 409),
+)
 
 Principal = Literal["owner", "known"]
-# What a platform calls a sender: a short identifier without control characters.
-Identifier = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
-Name = Annotated[StorableText, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Key(200, "an entity name")]
 
 
 class MergeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    into: str = Field(min_length=1)
-    merge: list[str] = Field(min_length=1)
+    into: EntityId
+    merge: list[EntityId] = Field(min_length=1)
 
 
 class MergeResponse(BaseModel):
@@ -43,7 +47,7 @@ class CreateEntity(BaseModel):
 
     name: Name
     principal: Principal = "known"
-    kind: Annotated[str, Field(min_length=1, max_length=32)] = "person"
+    kind: EntityKind = "person"
 
 
 class UpdateEntity(BaseModel):
@@ -56,8 +60,8 @@ class UpdateEntity(BaseModel):
 class ContactRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    platform: Identifier
-    sender_id: Identifier
+    platform: Platform
+    sender_id: SenderId
 
 
 class ContactView(BaseModel):
@@ -202,14 +206,14 @@ def merge(body: MergeRequest, graph: NexusDep) -> MergeResponse:
 
 
 @router.get("/{entity_id}")
-def show_entity(entity_id: str, database: DatabaseDep) -> EntityDetail:
+def show_entity(entity_id: EntityId, database: DatabaseDep) -> EntityDetail:
     """One entity with its contacts, sessions and last activity."""
     with database.reading() as uow:
         return _detail(uow, _entity(uow, entity_id))
 
 
 @router.patch("/{entity_id}")
-def update_entity(entity_id: str, body: UpdateEntity, database: DatabaseDep) -> EntityDetail:
+def update_entity(entity_id: EntityId, body: UpdateEntity, database: DatabaseDep) -> EntityDetail:
     """Rename an entity, or make it the owner (or a known person again). The principal
     applies from the next message its contacts send."""
     if body.name is None and body.principal is None:
@@ -224,7 +228,7 @@ def update_entity(entity_id: str, body: UpdateEntity, database: DatabaseDep) -> 
 
 
 @router.post("/{entity_id}/contacts", status_code=201)
-def attach_contact(entity_id: str, body: ContactRef, database: DatabaseDep) -> ContactAttached:
+def attach_contact(entity_id: EntityId, body: ContactRef, database: DatabaseDep) -> ContactAttached:
     """Make a platform address this entity's: messages from it route as this person's
     from the next one on. An address that had an entity of its own leaves it (its
     conversation stays where it was; merge the entities instead to carry it over)."""
@@ -237,10 +241,10 @@ def attach_contact(entity_id: str, body: ContactRef, database: DatabaseDep) -> C
 
 @router.delete("/{entity_id}/contacts")
 def detach_contact(
-    entity_id: str,
+    entity_id: EntityId,
     database: DatabaseDep,
-    platform: Annotated[str, Query(min_length=1, max_length=255)],
-    sender_id: Annotated[str, Query(min_length=1, max_length=255)],
+    platform: Annotated[Platform, Query()],
+    sender_id: Annotated[SenderId, Query()],
 ) -> ContactDetached:
     """Take an address from this entity: it goes back to an entity of its own."""
     contact = ContactRef(platform=platform, sender_id=sender_id)

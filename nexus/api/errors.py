@@ -5,6 +5,7 @@ from __future__ import annotations
 import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from nexus.adapters.inbound.base import Rejected
@@ -33,6 +34,40 @@ class ApiError(Exception):
         return JSONResponse(
             error_body(self.kind, self.message), status_code=self.status, headers=self.headers
         )
+
+
+class ErrorDetail(BaseModel):
+    type: str  # what went wrong, for code: not_found, invalid_request, conflict, ...
+    message: str  # what went wrong, for people
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers, whatever its status."""
+
+    error: ErrorDetail
+
+
+_MEANING = {
+    400: "Malformed: NUL in the path or query, a cursor this API did not issue, nothing to do",
+    401: "No valid bearer token",
+    403: "The token may not do this",
+    404: "No such resource",
+    409: "The resource's state does not allow it",
+    413: "The body is over the size limit",
+    422: "A parameter or the body breaks the published schema's rules",
+    503: "The ledger or Redis does not answer; retry after Retry-After",
+}
+# What any /v1 route may answer besides its own: the request guard's 400, 401 and 413, the
+# validation's 422 (in this shape, not FastAPI's `detail`), and 503 when the ledger is down.
+COMMON = (400, 401, 413, 422, 503)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """OpenAPI `responses=` for the common errors and `statuses`, in the one error shape."""
+    return {
+        status: {"model": ErrorBody, "description": _MEANING[status]}
+        for status in sorted({*COMMON, *statuses})
+    }
 
 
 def error_body(kind: str, message: str) -> dict[str, dict[str, str]]:

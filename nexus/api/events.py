@@ -11,16 +11,22 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from nexus.api.auth import Caller
 from nexus.api.deps import AUTHENTICATED, CallerDep, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.arrival.messages import API_ADAPTER
 from nexus.event import Author, Container, NexusEvent
 from nexus.hooks.service import TIMER_ADAPTER
 from nexus.ingest.service import ingest
 from nexus.ledger.records import EventRecord
+from nexus.ledger.strings import AdapterName, EventId
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS
 
-router = APIRouter(prefix="/v1/events", tags=["events"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/events",
+    tags=["events"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(403, 404),
+)
 
 # Nexus's own doors: an event posted under one of these names would pass for Nexus itself.
 OWN_DOORS = frozenset({API_ADAPTER, TIMER_ADAPTER, *INTERNAL_TRIGGERS})
@@ -46,8 +52,8 @@ class PostedEvent(NexusEvent):
     (`{adapter}:{its id}`); it is stored under the caller's namespace."""
 
     id: str = Field(min_length=3, max_length=MAX_GIVEN_ID)
-    adapter: Name
-    platform: Name
+    adapter: AdapterName
+    platform: AdapterName
     space: Key | None = None
     sender: PostedAuthor | None = None
     container: PostedContainer | None = None
@@ -119,7 +125,7 @@ async def post_event(
 
 
 @router.get("/{event_id:path}")
-def get_event(event_id: str, database: DatabaseDep) -> EventRecord:
+def get_event(event_id: EventId, database: DatabaseDep) -> EventRecord:
     """One stored event with its disposition (what became of it)."""
     with database.unit_of_work() as uow:
         event = uow.ledger.events.get(event_id)

@@ -8,12 +8,15 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.db import Database
 from nexus.ledger.records import HookRecord
+from nexus.ledger.strings import HookName
 
-router = APIRouter(prefix="/v1/hooks", tags=["hooks"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/hooks", tags=["hooks"], dependencies=AUTHENTICATED, responses=error_responses(404)
+)
 
 
 class HookView(BaseModel):
@@ -69,24 +72,25 @@ def _switch(database: Database, name: str, enabled: bool) -> HookView:
 
 
 @router.post("/{name}/enable")
-def enable(name: str, database: DatabaseDep) -> HookView:
+def enable(name: HookName, database: DatabaseDep) -> HookView:
     return _switch(database, name, True)
 
 
 @router.post("/{name}/disable")
-def disable(name: str, database: DatabaseDep) -> HookView:
+def disable(name: HookName, database: DatabaseDep) -> HookView:
     return _switch(database, name, False)
 
 
 @router.get("/{name}/invocations")
 def invocations(
-    name: str, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
+    name: HookName, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
 ) -> Page[InvocationView]:
     """The hook's evaluations, newest first, a page at a time."""
-    before = decode_cursor(page.cursor, [int, str])
     with database.unit_of_work() as uow:
+        # The hook first: a cursor means nothing without it (404 rather than 400).
         if uow.ledger.hooks.get(name) is None:
             raise ApiError(404, "not_found", f"no hook named {name!r}")
+        before = decode_cursor(page.cursor, [int, str])
         rows = uow.ledger.hooks.invocations_page(
             name,
             before=(int(before[0]), str(before[1])) if before else None,

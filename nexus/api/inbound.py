@@ -12,11 +12,12 @@ from pydantic import BaseModel
 from nexus.adapters.inbound.base import InboundAdapter, InboundOutcome, InboundRequest
 from nexus.api.body import read_limited
 from nexus.api.deps import NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.bootstrap import Nexus
 from nexus.ingest.service import ingest
+from nexus.ledger.strings import AdapterName
 
-router = APIRouter(prefix="/v1/inbound", tags=["inbound"])
+router = APIRouter(prefix="/v1/inbound", tags=["inbound"], responses=error_responses(404))
 
 
 class Stored(BaseModel):
@@ -83,12 +84,12 @@ async def _handle(request: Request, graph: Nexus, name: str) -> Response:
 
 
 @router.post("/{adapter}", responses=PLATFORM_ANSWERS)
-async def receive(request: Request, adapter: str, graph: NexusDep) -> Response:
+async def receive(request: Request, adapter: AdapterName, graph: NexusDep) -> Response:
     """A platform's webhook delivery."""
     return await _handle(request, graph, adapter)
 
 
 @router.get("/{adapter}", responses=PLATFORM_ANSWERS)
-async def handshake(request: Request, adapter: str, graph: NexusDep) -> Response:
+async def handshake(request: Request, adapter: AdapterName, graph: NexusDep) -> Response:
     """Subscription handshakes that platforms send as GET (WhatsApp's hub challenge)."""
     return await _handle(request, graph, adapter)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Generic, TypeVar
@@ -17,6 +18,8 @@ from nexus.api.errors import ApiError
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 MAX_CURSOR_LENGTH = 1024
+# What encode_cursor makes, URL-safe base64 (padded or not).
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+={0,2}$"
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -31,7 +34,17 @@ class PageRequest:
 
 def page_request(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(min_length=1, max_length=MAX_CURSOR_LENGTH)] = None,
+    # The pattern is published, not checked here: decode_cursor refuses what breaks it
+    # with 400 invalid_cursor, as it does every cursor this API did not issue.
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_CURSOR_LENGTH,
+            description="The previous page's next_cursor, as given (400 invalid_cursor else)",
+            json_schema_extra={"pattern": CURSOR_PATTERN},
+        ),
+    ] = None,
 ) -> PageRequest:
     """FastAPI dependency: the page size (out of range is 422) and the raw cursor."""
     return PageRequest(limit=limit, cursor=cursor)
@@ -48,6 +61,8 @@ def decode_cursor(cursor: str | None, shape: Sequence[type]) -> CursorKey | None
     there is no cursor. Anything that is not a cursor this API made is 400 invalid_cursor."""
     if cursor is None:
         return None
+    if not re.fullmatch(CURSOR_PATTERN, cursor):
+        raise ApiError(400, "invalid_cursor", "the cursor is not one this API issued")
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = json.loads(base64.urlsafe_b64decode(padded.encode()))

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nexus.api.deps import AUTHENTICATED, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.model_settings import check_model
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS, CallerSource
@@ -19,9 +19,12 @@ from nexus.bootstrap import Nexus
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import SessionLabel, SessionRecord, StorableText
 from nexus.ledger.repository import Ledger, NotForkable, NotFound
+from nexus.ledger.strings import Key, PersonaName
 from nexus.routing.route import Routed, RouteTarget, TargetKind, persona_session_label, route
 
-router = APIRouter(prefix="/v1", tags=["routing"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1", tags=["routing"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
+)
 
 _KINDS: tuple[TargetKind, ...] = ("thread", "session", "persona")
 
@@ -29,9 +32,10 @@ _KINDS: tuple[TargetKind, ...] = ("thread", "session", "persona")
 class RouteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    thread: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    # A turn id (or a session's head); wider than the turns' ids, as it always took.
+    thread: Annotated[str, Key(64, "a thread")] | None = None
     session: SessionLabel | None = None
-    persona: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    persona: PersonaName | None = None
     # Search what was said first; with no target given, routing is by content alone.
     smart: bool | None = None
     content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)

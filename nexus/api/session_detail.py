@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from nexus.api.deps import AUTHENTICATED, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.model_settings import check_model, model_settings
 from nexus.api.schemas.model import patched
 from nexus.api.schemas.sessions import (
@@ -24,12 +24,17 @@ from nexus.arrival.settings import policy_for_session, policy_overrides, session
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
-from nexus.ledger.records import SessionRecord
+from nexus.ledger.records import SessionLabel, SessionRecord
 from nexus.queueing.pending import pending
 from nexus.queueing.settings import QueueOverrides, effective_queue
 
 # Registered after nexus.api.sessions: its `/{label:path}/…` routes must match first.
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/sessions",
+    tags=["sessions"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(404, 409),
+)
 
 
 # The PATCH body's names → the sessions table's columns.
@@ -89,7 +94,7 @@ def session_detail(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> Ses
 
 
 @router.get("/{label:path}")
-def get_session(label: str, graph: NexusDep) -> SessionDetail:
+def get_session(label: SessionLabel, graph: NexusDep) -> SessionDetail:
     """One session with its effective queue settings; a label that is an alias (after an
     entity merge, say) gives its target."""
     with graph.database.reading() as uow:
@@ -97,7 +102,7 @@ def get_session(label: str, graph: NexusDep) -> SessionDetail:
 
 
 @router.patch("/{label:path}")
-def configure(label: str, body: SessionSettings, graph: NexusDep) -> SessionDetail:
+def configure(label: SessionLabel, body: SessionSettings, graph: NexusDep) -> SessionDetail:
     """Change a session's own queue settings (`null` clears one) or archive it (`archived`:
     an archived session stays readable and forkable, and refuses new messages with 409).
     Answers the session as GET does."""

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from nexus.agents.tree import session_tree
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
-from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body
+from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body, error_responses
 from nexus.api.model_settings import check_model
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.model import without_nulls
@@ -41,13 +41,19 @@ from nexus.ids import now_ms
 from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
 from nexus.ledger.repository import LabelTaken, NotFound
+from nexus.ledger.strings import PersonaName, QueueItemId
 from nexus.queueing.coordination import Coordination, CoordinationUnavailable
 from nexus.queueing.pending import places
 from nexus.queueing.running import RunningTurn
 from nexus.queueing.stream_log import BadStreamId, parse_stream_id
 
 log = structlog.get_logger(__name__)
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/sessions",
+    tags=["sessions"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(404, 409),
+)
 # A quiet stream still sends a comment this often, so proxies keep the connection open
 # and a client that went away is noticed.
 KEEPALIVE_MS = 15_000
@@ -84,7 +90,7 @@ def _session(database: DatabaseDep, label: str) -> SessionRecord:
 def list_sessions(
     database: DatabaseDep,
     page: Annotated[PageRequest, Depends(page_request)],
-    persona: str | None = None,
+    persona: PersonaName | None = None,
 ) -> Page[SessionView]:
     """Sessions in label order, optionally of one persona (by name)."""
     after = decode_cursor(page.cursor, [str])
@@ -171,7 +177,9 @@ async def send_message(label: SessionLabel, body: SendMessage, graph: NexusDep) 
 
 
 @router.get("/{label:path}/turns")
-def thread_at_head(label: str, database: DatabaseDep, limit: int | None = None) -> SessionThread:
+def thread_at_head(
+    label: SessionLabel, database: DatabaseDep, limit: int | None = None
+) -> SessionThread:
     """The thread at the session's head: its turns oldest first, with their messages
     (`limit`: only the newest that many)."""
     with database.unit_of_work() as uow:
@@ -183,7 +191,9 @@ def thread_at_head(label: str, database: DatabaseDep, limit: int | None = None) 
 
 
 @router.post("/{label:path}/abort", status_code=202)
-def abort(label: str, database: DatabaseDep, coordination: CoordinationDep) -> AbortRequested:
+def abort(
+    label: SessionLabel, database: DatabaseDep, coordination: CoordinationDep
+) -> AbortRequested:
     """Ask the running turn to stop at its next stream chunk or boundary; its partial answer
     is kept as an aborted turn. Harmless when nothing runs."""
     session = _session(database, label)
@@ -202,7 +212,7 @@ def abort(label: str, database: DatabaseDep, coordination: CoordinationDep) -> A
     },
 )
 async def stream(
-    label: str,
+    label: SessionLabel,
     graph: NexusDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     last_event_id_query: Annotated[str | None, Query(alias="last_event_id")] = None,
@@ -284,13 +294,15 @@ def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueue
 
 
 @router.post("/{label:path}/compact", status_code=202)
-async def compact(label: str, graph: NexusDep, body: CompactRequest | None = None) -> CompactQueued:
+async def compact(
+    label: SessionLabel, graph: NexusDep, body: CompactRequest | None = None
+) -> CompactQueued:
     """Queue a compaction of the session's context; every turn stays in the ledger."""
     return await run_in_threadpool(_compact, graph, label, body.instructions if body else None)
 
 
 @router.get("/{label:path}/tree")
-def tree(label: str, database: DatabaseDep, coordination: CoordinationDep) -> SessionTree:
+def tree(label: SessionLabel, database: DatabaseDep, coordination: CoordinationDep) -> SessionTree:
     """The session's turn tree: each turn, and the workers and forks that branch off it;
     a turn still running is `running`, on its way to becoming a child of `head`."""
     with database.unit_of_work() as uow:
@@ -304,7 +316,7 @@ def tree(label: str, database: DatabaseDep, coordination: CoordinationDep) -> Se
 
 
 @router.get("/{label:path}/queue")
-def queue(label: str, database: DatabaseDep, open_only: bool = False) -> QueueView:
+def queue(label: SessionLabel, database: DatabaseDep, open_only: bool = False) -> QueueView:
     """The session's queue items in order, with what became of each."""
     session = _session(database, label)
     statuses = [QueueStatus.QUEUED, QueueStatus.CLAIMED] if open_only else None
@@ -318,7 +330,7 @@ def queue(label: str, database: DatabaseDep, open_only: bool = False) -> QueueVi
 
 @router.delete("/{label:path}/queue/{item_id}")
 def cancel(
-    label: str, item_id: str, database: DatabaseDep, coordination: CoordinationDep
+    label: SessionLabel, item_id: QueueItemId, database: DatabaseDep, coordination: CoordinationDep
 ) -> QueueItemView:
     """Cancel a waiting item; one a run has claimed (or that is settled) is 409."""
     session = _session(database, label)

@@ -6,12 +6,18 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.db.unit_of_work import UnitOfWork
 from nexus.ledger.records import NewSessionLabel, SessionRecord, TurnView
 from nexus.ledger.repository import LabelTaken, NotForkable
+from nexus.ledger.strings import TurnId
 
-router = APIRouter(prefix="/v1/turns", tags=["turns"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/turns",
+    tags=["turns"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(404, 409),
+)
 
 
 class ForkRequest(BaseModel):
@@ -33,14 +39,14 @@ def _turn(uow: UnitOfWork, turn_id: str) -> TurnView:
 
 
 @router.get("/{turn_id}")
-def get_turn(turn_id: str, database: DatabaseDep) -> TurnView:
+def get_turn(turn_id: TurnId, database: DatabaseDep) -> TurnView:
     """One turn with its messages and tool calls (the shape `nexus turn --json` prints)."""
     with database.unit_of_work() as uow:
         return _turn(uow, turn_id)
 
 
 @router.get("/{turn_id}/thread")
-def get_thread(turn_id: str, database: DatabaseDep) -> TurnThread:
+def get_thread(turn_id: TurnId, database: DatabaseDep) -> TurnThread:
     """Every turn from the root to this one, oldest first, compactions included."""
     with database.unit_of_work() as uow:
         view = _turn(uow, turn_id)
@@ -54,7 +60,7 @@ def get_thread(turn_id: str, database: DatabaseDep) -> TurnThread:
 
 
 @router.post("/{turn_id}/fork", status_code=201)
-def fork(turn_id: str, database: DatabaseDep, body: ForkRequest | None = None) -> SessionRecord:
+def fork(turn_id: TurnId, database: DatabaseDep, body: ForkRequest | None = None) -> SessionRecord:
     """A new session whose head is this turn; the persona is the thread's."""
     label = body.label if body else None
     with database.unit_of_work() as uow:

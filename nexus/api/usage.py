@@ -4,19 +4,36 @@ or everything since a date."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
+from nexus.ledger.records import SessionLabel
 from nexus.ledger.repository.usage import UsageSum as Sum
 from nexus.ledger.repository.usage import summarize
+from nexus.ledger.strings import PersonaName
 from nexus.pricing import usd
 
-router = APIRouter(prefix="/v1/usage", tags=["usage"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/usage", tags=["usage"], dependencies=AUTHENTICATED, responses=error_responses(404)
+)
 EPOCH = date(1970, 1, 1)
+# A date, or a date and time (seconds and fraction optional) with an optional UTC offset:
+# what `parse_since` reads. A value of this shape can still name no day (2024-02-30): 422.
+SINCE_PATTERN = (
+    r"^\d{4}-\d{2}-\d{2}"
+    r"([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$"
+)
+Since = Annotated[
+    str,
+    Query(
+        pattern=SINCE_PATTERN,
+        description="A UTC day (YYYY-MM-DD) or an ISO 8601 time (UTC unless it says otherwise)",
+    ),
+]
 
 
 class Tokens(BaseModel):
@@ -94,9 +111,9 @@ def parse_since(value: str) -> datetime:
 @router.get("")
 def usage(
     database: DatabaseDep,
-    session: str | None = None,
-    persona: str | None = None,
-    since: str | None = None,
+    session: SessionLabel | None = None,
+    persona: PersonaName | None = None,
+    since: Since | None = None,
 ) -> UsageReport:
     """Tokens (input, output, cache read and write) and cost of every turn that matches
     the filters — a session (aliases followed), a persona (by name), since a date — in

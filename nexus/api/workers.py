@@ -11,14 +11,19 @@ from pydantic import BaseModel
 
 from nexus.agents.cancel import NotAWorker, cancel_worker
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, DoorbellDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.engine.stream import QUEUE_ITEM_DROPPED
-from nexus.ledger.records import SessionRecord
+from nexus.ledger.records import SessionLabel, SessionRecord
 from nexus.ledger.repository import NotFound
 from nexus.ledger.repository.workers import Activity
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/sessions",
+    tags=["sessions"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(404, 409),
+)
 
 
 class WorkerView(BaseModel):
@@ -62,7 +67,7 @@ class CancelledWorker(BaseModel):
 
 @router.get("/{label:path}/workers")
 def list_workers(
-    label: str, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
+    label: SessionLabel, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
 ) -> Page[WorkerView]:
     """The workers `label` dispatched, oldest first, with their task status."""
     after = decode_cursor(page.cursor, [str])
@@ -81,7 +86,7 @@ def list_workers(
 
 @router.post("/{label:path}/cancel")
 def cancel(
-    label: str, database: DatabaseDep, doorbell: DoorbellDep, coordination: CoordinationDep
+    label: SessionLabel, database: DatabaseDep, doorbell: DoorbellDep, coordination: CoordinationDep
 ) -> CancelledWorker:
     """Cancel a worker: its waiting input is dropped, a running turn is asked to abort, its
     task becomes `cancelled` and its parent is told; it takes no new messages (409).

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.ledger.enums import (
     CompactionTrigger,
@@ -22,49 +21,15 @@ from nexus.ledger.enums import (
     TurnType,
 )
 
-MAX_LABEL_LENGTH = 512
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The caller-facing string types live beside the columns they are sized by; re-exported
+# here, where the records that use them always found them.
+from nexus.ledger.strings import NewSessionLabel as NewSessionLabel
+from nexus.ledger.strings import SessionLabel as SessionLabel
+from nexus.ledger.strings import StorableText as StorableText
+from nexus.ledger.strings import check_new_label as check_new_label
+from nexus.ledger.strings import column_length
 
-
-def _check_label(value: str) -> str:
-    if not value:
-        raise ValueError("a session label cannot be empty")
-    if len(value) > MAX_LABEL_LENGTH:
-        raise ValueError(f"a session label is at most {MAX_LABEL_LENGTH} characters")
-    if _CONTROL.search(value):
-        raise ValueError("a session label cannot contain control characters (NUL, CR, LF, ...)")
-    return value
-
-
-SessionLabel = Annotated[str, AfterValidator(_check_label)]
-
-
-def check_new_label(value: str) -> str:
-    """The rule for a label a caller chooses (an existing one may hold `/`: a platform's key,
-    `group:github:owner/name`). In a URL `/v1/sessions/a/turns` could not tell the session
-    `a/turns` from the turns of `a`, so a new label has no `/`."""
-    _check_label(value)
-    if "/" in value:
-        raise ValueError(
-            "a new session label cannot contain '/': in /v1/sessions/{label}/… it would "
-            f"read as a path ({value!r})"
-        )
-    return value
-
-
-# A label a caller names a new session with: one rule, for every route that takes one.
-NewSessionLabel = Annotated[str, AfterValidator(check_new_label)]
-
-
-def _check_storable(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("text cannot contain NUL (U+0000): the ledger cannot store it")
-    return value
-
-
-# Free text a caller sends (message content, persona names): anything but NUL, which
-# Postgres text columns cannot hold, so it is refused with the field's name, not a 500.
-StorableText = Annotated[str, AfterValidator(_check_storable)]
+MAX_LABEL_LENGTH = column_length("sessions", "label")
 
 
 class Record(BaseModel):

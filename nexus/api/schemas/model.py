@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel
+from pydantic import AfterValidator, BaseModel, WithJsonSchema
 
-from nexus.engine.model_config import EffectiveConfig, ModelConfigError, parse, to_json
+from nexus.engine.model_config import (
+    MAX_MAX_TOKENS,
+    MIN_THINKING_BUDGET,
+    EffectiveConfig,
+    ModelConfigError,
+    parse,
+    to_json,
+)
 
 T = TypeVar("T")
 
@@ -22,9 +29,59 @@ def _checked(value: dict[str, Any]) -> dict[str, Any]:
     return {name: stored.get(name) for name in value}
 
 
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+# What `parse` takes, field by field, as the OpenAPI document says it (a null field clears
+# one on PATCH). The rules across fields (thinking with temperature, a budget below
+# max_tokens) are the validator's alone: JSON Schema cannot say them.
+MODEL_CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "model": _nullable(
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 255,
+                "pattern": r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$",
+            }
+        ),
+        "thinking": _nullable(
+            {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["budget_tokens"],
+                        "properties": {
+                            "type": {"const": "enabled"},
+                            "budget_tokens": {
+                                "type": "integer",
+                                "minimum": MIN_THINKING_BUDGET,
+                                "exclusiveMaximum": MAX_MAX_TOKENS,
+                            },
+                        },
+                    },
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["type"],
+                        "properties": {"type": {"const": "disabled"}},
+                    },
+                ]
+            }
+        ),
+        "max_tokens": _nullable({"type": "integer", "minimum": 1, "maximum": MAX_MAX_TOKENS}),
+        "temperature": _nullable({"type": "number", "minimum": 0, "maximum": 1}),
+    },
+}
 # seed 000 ModelConfig: {"model", "thinking": {"type", "budget_tokens"}, "max_tokens",
 # "temperature"}, each optional.
-ModelConfigBody = Annotated[dict[str, Any], AfterValidator(_checked)]
+ModelConfigBody = Annotated[
+    dict[str, Any], AfterValidator(_checked), WithJsonSchema(MODEL_CONFIG_SCHEMA)
+]
 
 
 def patched(stored: Mapping[str, Any] | None, given: Mapping[str, Any] | None) -> dict[str, Any]:

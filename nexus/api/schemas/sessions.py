@@ -16,6 +16,7 @@ from nexus.ledger.records import (
     StorableText,
     TurnView,
 )
+from nexus.ledger.strings import PersonaName
 from nexus.queueing.pending import Place
 from nexus.queueing.settings import Source
 
@@ -40,7 +41,7 @@ class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     label: NewSessionLabel
-    persona: StorableText = Field(default=DEFAULT_PERSONA, min_length=1, max_length=200)
+    persona: PersonaName = DEFAULT_PERSONA
     queue_mode: QueueMode | None = None
 
 
@@ -115,7 +116,7 @@ class SendMessage(BaseModel):
 
     content: StorableText = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     mode: QueueMode | None = None
-    persona: StorableText | None = Field(default=None, min_length=1, max_length=200)
+    persona: PersonaName | None = None
     source: CallerSource = MessageSource.HUMAN
     # `model_config` in JSON: the model configuration of the turn that answers this message.
     model_overrides: ModelConfigBody | None = Field(default=None, alias="model_config")
