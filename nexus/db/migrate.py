@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from nexus.db.engine import build_engine, normalize_database_url
+from nexus.db.engine import normalize_database_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -35,11 +35,3 @@ def head_revision() -> str | None:
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
-
-
-def is_current(url: str) -> bool:
-    engine = build_engine(url)
-    try:
-        return current_revision(engine) == head_revision()
-    finally:
-        engine.dispose()

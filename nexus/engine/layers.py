@@ -120,11 +120,3 @@ def mark_last_block(blocks: Sequence[Block]) -> list[Block]:
             marked[position] = {**marked[position], "cache_control": dict(CACHE_CONTROL)}
             break
     return marked
-
-
-def mark_history_end(history: Sequence[tuple[str, list[Block]]]) -> list[tuple[str, list[Block]]]:
-    """The history with a breakpoint on its last message (nothing to mark when empty)."""
-    if not history:
-        return []
-    role, blocks = history[-1]
-    return [*history[:-1], (role, mark_last_block(blocks))]

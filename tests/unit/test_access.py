@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus.access.keys import dm_key, group_key, system_key, worker_key
+from nexus.access.keys import dm_key, system_key, worker_key
 from nexus.access.policy import (
     PolicyError,
     Principal,
@@ -23,8 +23,6 @@ KNOWN = Principal(type="known", entity_id="ent_001")
 
 def test_session_key_formats_follow_the_design() -> None:
     assert dm_key("ent_002") == "dm:ent_002"
-    assert group_key("discord", "general") == "group:discord:general"
-    assert group_key("slack", "eng", "ts123") == "group:slack:eng:thread:ts123"
     assert worker_key("01HWXYZ") == "worker:01HWXYZ"
     assert worker_key().startswith("worker:") and len(worker_key()) == len("worker:") + 26
     assert system_key("compaction") == "system:compaction"

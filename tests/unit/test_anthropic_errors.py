@@ -8,7 +8,7 @@ import anthropic
 import httpx2
 import pytest
 
-from nexus.adapters.anthropic.errors import classify, from_error_event, to_model_error
+from nexus.adapters.anthropic.errors import classify, to_model_error
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
 
@@ -77,20 +77,18 @@ def test_a_mid_stream_error_event_on_a_200_response() -> None:
     raised = anthropic.APIStatusError(str(body), response=response, body=body)
     error = to_model_error(raised)
     assert (error.kind, error.retryable, error.status_code) == ("model_error", True, None)
-    assert from_error_event(body).kind == "model_error"
 
 
 @pytest.mark.parametrize(
-    ("data", "kind", "retryable"),
+    ("error_type", "kind", "retryable"),
     [
-        ({"type": "error", "error": {"type": "api_error", "message": "boom"}}, "model_error", True),
-        ({"type": "error", "error": {"type": "rate_limit_error"}}, "rate_limit", True),
-        ({"type": "error", "error": "garbled"}, "unknown", False),
-        ({"type": "error"}, "unknown", False),
+        ("api_error", "model_error", True),
+        ("rate_limit_error", "rate_limit", True),
+        (None, "unknown", False),
     ],
 )
-def test_error_events(data: dict[str, Any], kind: str, retryable: bool) -> None:
-    error = from_error_event(data)
+def test_error_types_without_a_status(error_type: str | None, kind: str, retryable: bool) -> None:
+    error = classify(error_type, "the stream reported an error", None)
     assert (error.kind, error.retryable, error.status_code) == (kind, retryable, None)
 
 

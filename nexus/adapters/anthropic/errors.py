@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import anthropic
 import httpx2  # the SDK's own HTTP stack: its errors escape a stream that breaks mid-way
 
@@ -37,18 +34,6 @@ def to_model_error(error: Exception) -> ModelError:
     if isinstance(error, anthropic.APIStatusError):
         return classify(error.type, error.api_message or str(error), error.status_code)
     return ModelError("unknown", f"{type(error).__name__}: {error}")
-
-
-def from_error_event(data: Mapping[str, Any]) -> ModelError:
-    """An `event: error` frame's JSON ({"type": "error", "error": {type, message}})."""
-    inner = data.get("error")
-    inner = inner if isinstance(inner, Mapping) else {}
-    error_type, message = inner.get("type"), inner.get("message")
-    return classify(
-        error_type if isinstance(error_type, str) else None,
-        message if isinstance(message, str) else "the stream reported an error",
-        None,
-    )
 
 
 def classify(error_type: str | None, message: str, status: int | None) -> ModelError:

@@ -67,8 +67,3 @@ class SlackSender:
         if problem in _TRANSIENT:
             return RetryLater(f"slack: {problem}", retry_after_ms(response))
         return Refused(f"slack: {problem}")
-
-
-def _ts(body: Any) -> str | None:
-    found = body.get("ts") if isinstance(body, dict) else None
-    return str(found) if found is not None else None

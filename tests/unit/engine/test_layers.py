@@ -6,7 +6,6 @@ from typing import Any
 
 from nexus.engine.layers import (
     CACHE_CONTROL,
-    mark_history_end,
     mark_last_block,
     system_blocks,
 )
@@ -102,12 +101,9 @@ def test_the_history_breakpoint_copies_and_skips_thinking() -> None:
         {"type": "thinking", "thinking": "hm", "signature": "s"},
         {"type": "text", "text": "Lisbon it is."},
     ]
-    history = [("user", [{"type": "text", "text": "where?"}]), ("assistant", answer)]
-    marked = mark_history_end(history)
-    assert marked[0] is history[0]
-    assert marked[1][1][1]["cache_control"] == CACHE_CONTROL
-    assert "cache_control" not in marked[1][1][0]
+    marked = mark_last_block(answer)
+    assert marked[1]["cache_control"] == CACHE_CONTROL
+    assert "cache_control" not in marked[0]
     assert all("cache_control" not in block for block in answer)  # the memo is untouched
     only_thinking: list[Block] = [{"type": "thinking", "thinking": "hm", "signature": "s"}]
     assert mark_last_block(only_thinking) == only_thinking
-    assert mark_history_end([]) == []
