@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus.agents.results import announce_cancel
+from nexus.agents.results import announce_cancel, is_task_event, settle_tasks
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import Disposition, QueueStatus, SessionStatus, TaskStatus
@@ -51,6 +51,10 @@ def cancel_worker(uow: UnitOfWork, doorbell: Doorbell | None, label: str) -> Can
             detail=CANCELLED_DETAIL,
             only_waiting=True,
         )
+    # Tasks other agents sent it go unanswered now: their callers are told so.
+    tasks = [i.event_id for i in waiting if i.event_id and is_task_event(i.event_id)]
+    if tasks:
+        settle_tasks(uow, doorbell, worker, tasks, "stopped by an operator", TaskStatus.CANCELLED)
     uow.ledger.workers.set_task_status(worker.id, TaskStatus.CANCELLED)
     archived = uow.ledger.sessions.configure(worker.id, {"status": SessionStatus.ARCHIVED})
     announce_cancel(uow, doorbell, archived)
