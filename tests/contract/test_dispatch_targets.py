@@ -422,3 +422,34 @@ def test_a_task_to_a_managers_own_worker_is_answered_once(
         ("worker", "completed"),
         ("session", "completed"),
     ]
+
+
+def test_a_task_whose_message_is_dead_lettered_fails_and_its_caller_is_told(
+    database: Database, clock: FakeClock
+) -> None:
+    office = build_office(database, clock)
+    alice = _other(office, "dm:ent_alice")
+    sent = _ok(
+        _manager_turn(
+            office,
+            CallTools(
+                (
+                    (
+                        "agent_send",
+                        {"op": "dispatch", "text": "help", "target": {"session": alice.label}},
+                    ),
+                )
+            ),
+        )
+    )
+    down = ModelError("model_error", "overloaded", retryable=True)
+    office.model.push(Fail(down), Fail(down), Fail(down))
+    for _ in range(3):
+        office.runner.run(alice.id)
+        clock.advance(60_000)
+    ((text, payload),) = _results_to(office, office.manager.id)
+    assert text.startswith(f"[worker_result] {alice.label} failed: model_error: overloaded")
+    assert (payload["task"], payload["task_status"]) == (sent["task"], "failed")
+    with database.unit_of_work() as uow:
+        (entry,) = dispatched_page(uow.ledger, office.manager.label, after=None, limit=10)
+    assert entry.task_status == "failed"
