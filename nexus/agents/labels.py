@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 WORKER_PREFIX = "worker:"
 FORK_PREFIX = "fork-"
@@ -47,8 +47,3 @@ def first_free(label: str, taken: Callable[[str], bool], fallback: str) -> str:
         if not taken(candidate):
             return candidate
     return f"{label}-{fallback}"
-
-
-def reserved(labels: Iterable[str | None]) -> frozenset[str]:
-    """The labels already promised in this turn (its earlier calls' new sessions)."""
-    return frozenset(label for label in labels if label is not None)
