@@ -191,8 +191,6 @@ class Nexus:
             self.database,
             self.doorbell,
             max_depth=self.settings.max_worker_depth,
-            signals=self.coordination,
-            queueing=self.queue_policy,
         )
         fetch = http_fetch_tool(own=self.own_addresses, count=self.security_events.count)
         for tool in (*agent_tools.tools(), fetch, RUN_PYTHON):
@@ -206,7 +204,7 @@ class Nexus:
             # In the turn's own transaction: a worker's result for its manager, and a reply's
             # deliveries for the platform it answers.
             commit_hooks=(
-                worker_result_hook(self.doorbell, self.coordination),
+                worker_result_hook(self.doorbell),
                 reply_hook(self.doorbell),
             ),
             capabilities=self.capabilities,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus.agents.results import announce_cancel
-from nexus.arrival.service import ArrivalSignals
+from nexus.agents.results import announce_cancel, is_task_event, settle_tasks
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import Disposition, QueueStatus, SessionStatus, TaskStatus
@@ -27,13 +26,7 @@ class Cancelled:
     already: bool  # it was cancelled before: nothing changed
 
 
-def cancel_worker(
-    uow: UnitOfWork,
-    doorbell: Doorbell | None,
-    label: str,
-    *,
-    signals: ArrivalSignals | None = None,
-) -> Cancelled:
+def cancel_worker(uow: UnitOfWork, doorbell: Doorbell | None, label: str) -> Cancelled:
     """Cancel the worker `label` (aliases followed); the caller commits. Cancelling twice
     changes nothing the second time. Raises NotFound, or NotAWorker for any other session."""
     worker = uow.ledger.sessions.resolve(label)
@@ -58,7 +51,11 @@ def cancel_worker(
             detail=CANCELLED_DETAIL,
             only_waiting=True,
         )
+    # Tasks other agents sent it go unanswered now: their callers are told so.
+    tasks = [i.event_id for i in waiting if i.event_id and is_task_event(i.event_id)]
+    if tasks:
+        settle_tasks(uow, doorbell, worker, tasks, "stopped by an operator", TaskStatus.CANCELLED)
     uow.ledger.workers.set_task_status(worker.id, TaskStatus.CANCELLED)
     archived = uow.ledger.sessions.configure(worker.id, {"status": SessionStatus.ARCHIVED})
-    announce_cancel(uow, doorbell, archived, signals=signals)
+    announce_cancel(uow, doorbell, archived)
     return Cancelled(archived, dropped, already=False)

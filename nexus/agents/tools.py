@@ -6,17 +6,26 @@ from __future__ import annotations
 from typing import Any
 
 from nexus.access.keys import worker_key
+from nexus.agents.dispatch import (
+    TARGET_SHAPE,
+    BadTarget,
+    ForkTask,
+    SessionTask,
+    SpawnWorker,
+    promised_labels,
+    read_target,
+)
+from nexus.agents.dispatched import Dispatched, dispatched_page
+from nexus.agents.labels import FORK_PREFIX, WORKER_PREFIX, first_free, hinted_label
 from nexus.agents.posting import post
-from nexus.agents.results import deliver
-from nexus.arrival.service import ArrivalSignals
-from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy
+from nexus.agents.results import TASK_EVENT_PREFIX, deliver
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.model import ToolSpec
 from nexus.engine.tools import Tool, ToolContext, ToolFailure
 from nexus.ids import new_id
-from nexus.ledger.enums import QueueStatus, SessionOrigin, SessionStatus, TaskStatus
-from nexus.ledger.records import NewSession, SessionRecord
+from nexus.ledger.enums import QueueStatus, SessionStatus, TaskStatus
+from nexus.ledger.records import SessionRecord, check_new_label
 
 DEFAULT_MAX_DEPTH = 3
 # How many of a manager's workers get_agent_status shows.
@@ -28,42 +37,42 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
+def _status_entry(entry: Dispatched) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "session": entry.session.label,
+        "task": entry.task_description,
+        "task_status": entry.task_status,
+    }
+    if entry.task_id is not None:  # a tracked task to a session it did not spawn
+        shown.update(kind=entry.kind, task_id=entry.task_id)
+    return shown
+
+
 class AgentTools:
     def __init__(
-        self,
-        database: Database,
-        doorbell: Doorbell | None,
-        *,
-        max_depth: int = DEFAULT_MAX_DEPTH,
-        signals: ArrivalSignals | None = None,
-        queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
+        self, database: Database, doorbell: Doorbell | None, *, max_depth: int = DEFAULT_MAX_DEPTH
     ) -> None:
         self._database = database
         self._doorbell = doorbell
         self._max_depth = max_depth
-        # What the tools' posts are queued under (the one way in).
-        self._signals = signals
-        self._queueing = queueing
 
     def tools(self) -> list[Tool]:
         return [
             Tool(
                 ToolSpec(
                     "agent_send",
-                    "Dispatch a task to a new worker agent (op=dispatch), "
-                    "or message an existing session (op=message).",
+                    "Dispatch a task (op=dispatch) to a new worker agent (the default "
+                    "target), to an existing session, or to a fork of a turn; its answer "
+                    "comes back to you as a [worker_result]. Or message an existing session "
+                    "(op=message), with no answer tracked.",
                     _object(
                         {
                             "op": {"type": "string", "enum": ["dispatch", "message"]},
                             "text": {"type": "string"},
-                            "target": {
-                                "type": "object",
-                                "description": '{"new_session": true} | {"session": label} | '
-                                '{"fork": turn_id}',
-                            },
+                            "target": {"type": "object", "description": TARGET_SHAPE},
                             "persona": {
                                 "type": "string",
-                                "description": "dispatch only: the worker's persona by name; "
+                                "description": "a new worker only: its persona by name; "
                                 "by default it is yours (identity and permissions)",
                             },
                         },
@@ -103,15 +112,21 @@ class AgentTools:
 
     def agent_send(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         text = str(arguments["text"])
-        target = arguments.get("target") or {"new_session": True}
-        if not isinstance(target, dict):
-            raise ToolFailure("target must be an object: {new_session|session|fork}")
-        if arguments["op"] == "message" or "session" in target:
-            return self._message(context, str(target.get("session", "")), text)
-        if "fork" in target:
-            return self._fork(context, str(target["fork"]), text)
-        persona = arguments.get("persona")
-        return self._dispatch(context, text, str(persona) if persona else None)
+        try:
+            target = read_target(arguments)
+        except BadTarget as error:
+            raise ToolFailure(str(error)) from error
+        if arguments["op"] == "message":
+            if target.kind != "session" or target.value is None:
+                raise ToolFailure(
+                    'op "message" goes to an existing session: target {"session": label}'
+                )
+            return self._message(context, target.value, text)
+        if target.kind == "session" and target.value is not None:
+            return self._dispatch_to_session(context, target.value, text)
+        if target.kind == "fork" and target.value is not None:
+            return self._fork(context, target.value, text, target.label_hint)
+        return self._dispatch(context, text, target.persona, target.label_hint)
 
     def reply_to_caller(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         me = self._session(context.session_id)
@@ -120,7 +135,7 @@ class AgentTools:
         text = str(arguments["text"])
 
         def effect(uow: UnitOfWork, turn_id: str) -> None:
-            deliver(uow, self._doorbell, me, turn_id, text, signals=self._signals)
+            deliver(uow, self._doorbell, me, turn_id, text)
 
         context.effects.append(effect)
         return {"sent_to": me.parent_session_label}
@@ -138,8 +153,9 @@ class AgentTools:
                 session.id, statuses=[QueueStatus.QUEUED, QueueStatus.CLAIMED]
             )
             head = uow.ledger.threads.get_turn(session.thread_id) if session.thread_id else None
-            # A manager sees where its workers stand (the first few; the API lists them all).
-            spawned = uow.ledger.workers.page(session.label, after=None, limit=STATUS_WORKERS)
+            # A manager sees where its workers and tasks stand (the first few; the API
+            # lists them all).
+            spawned = dispatched_page(uow.ledger, session.label, after=None, limit=STATUS_WORKERS)
         last = None
         if head is not None:
             texts = [m.content.get("text") for m in head.messages if m.role.value == "assistant"]
@@ -152,10 +168,7 @@ class AgentTools:
             "turns_pending": len(open_items),
             "last_turn_status": head.turn.status.value if head else None,
             "last_answer": last,
-            "workers": [
-                {"session": w.label, "task": w.task_description, "task_status": w.task_status}
-                for w in spawned
-            ],
+            "workers": [_status_entry(entry) for entry in spawned],
         }
 
     # -- pieces ------------------------------------------------------------------------------
@@ -186,7 +199,31 @@ class AgentTools:
             raise ToolFailure(f"no persona {name!r}; leave persona out to use yours")
         return found.id
 
-    def _dispatch(self, context: ToolContext, text: str, persona: str | None = None) -> Any:
+    def _new_label(self, context: ToolContext, prefix: str, hint: str | None, default: str) -> str:
+        """The new session's label: from the hint if it leaves anything (made unique among
+        the ledger's labels and those this turn promised already), else `default`."""
+        wanted = hinted_label(prefix, hint) if hint is not None else None
+        if wanted is None:
+            return default
+        promised = promised_labels(context.effects)
+        with self._database.unit_of_work() as uow:
+
+            def taken(label: str) -> bool:
+                return label in promised or uow.ledger.sessions.resolve(label) is not None
+
+            label = first_free(wanted, taken, new_id().lower())
+        try:
+            return check_new_label(label)
+        except ValueError as error:  # cannot happen for a sanitised hint; said plainly if so
+            raise ToolFailure(f"labelHint {hint!r} gives no usable label: {error}") from error
+
+    def _dispatch(
+        self,
+        context: ToolContext,
+        text: str,
+        persona: str | None = None,
+        hint: str | None = None,
+    ) -> Any:
         me = self._session(context.session_id)
         persona_id = self._worker_persona(me, persona)
         depth = self._depth(me) + 1
@@ -195,41 +232,14 @@ class AgentTools:
                 f"dispatch refused: a worker here would be at depth {depth}, and the limit is "
                 f"{self._max_depth} (NEXUS_MAX_WORKER_DEPTH; 0 = unlimited)"
             )
-        label = worker_key(new_id())
-        call_id = context.call_id
-
-        def effect(uow: UnitOfWork, turn_id: str) -> None:
-            # The dispatching call names its worker (seed 002's forward lookup: "what workers
-            # did this turn spawn?"), in the commit that creates it.
-            spawned = uow.ledger.workers.record_spawn
-            tool_call = spawned(turn_id, call_id, label) if call_id else None
-            worker = uow.ledger.sessions.create(
-                NewSession(
-                    label=label,
-                    persona_id=persona_id,
-                    origin=SessionOrigin.SUBAGENT,
-                    parent_session_label=me.label,
-                    parent_turn_id=turn_id,
-                    spawn_tool_call_id=tool_call,
-                    task_description=text,
-                ),
-                reason="dispatch",
-            )
-            post(
-                uow,
-                self._doorbell,
-                signals=self._signals,
-                queueing=self._queueing,
-                session_id=worker.id,
-                event_id=f"agent:{label}:task",
-                text=text,
-                payload={"kind": "task", "from": me.label},
-            )
-
-        context.effects.append(effect)
+        label = self._new_label(context, WORKER_PREFIX, hint, worker_key(new_id()))
+        context.effects.append(
+            SpawnWorker(self._doorbell, me, context.call_id, label, persona_id, text)
+        )
         return {"dispatched": label, "depth": depth}
 
-    def _message(self, context: ToolContext, label: str, text: str) -> Any:
+    def _target(self, context: ToolContext, label: str) -> SessionRecord:
+        """The session `label` names, if it may take a message from this one."""
         with self._database.unit_of_work() as uow:
             target = uow.ledger.sessions.resolve(label)
         if target is None:
@@ -238,6 +248,12 @@ class AgentTools:
             # As the API and the router refuse it: a cancelled worker takes no new work.
             why = "was cancelled" if target.task_status == TaskStatus.CANCELLED else "is archived"
             raise ToolFailure(f"session {target.label!r} {why}: it takes no new messages")
+        if target.id == context.session_id:
+            raise ToolFailure(f"session {target.label!r} is this session: send to another")
+        return target
+
+    def _message(self, context: ToolContext, label: str, text: str) -> Any:
+        target = self._target(context, label)
         me = self._session(context.session_id)
         event_id = f"agent:{me.label}:{context.call_id or new_id()}"
 
@@ -245,8 +261,6 @@ class AgentTools:
             post(
                 uow,
                 self._doorbell,
-                signals=self._signals,
-                queueing=self._queueing,
                 session_id=target.id,
                 event_id=event_id,
                 text=text,
@@ -256,21 +270,27 @@ class AgentTools:
         context.effects.append(effect)
         return {"sent_to": target.label}
 
-    def _fork(self, context: ToolContext, turn_id: str, text: str) -> Any:
-        label = f"fork-{new_id()}"
+    def _dispatch_to_session(self, context: ToolContext, label: str, text: str) -> Any:
+        target = self._target(context, label)
+        me = self._session(context.session_id)
+        task_id = f"{TASK_EVENT_PREFIX}{new_id()}"
+        context.effects.append(
+            SessionTask(self._doorbell, me, context.call_id, target, task_id, text)
+        )
+        return {"dispatched": target.label, "task": task_id}
 
-        def effect(uow: UnitOfWork, _turn: str) -> None:
-            forked = uow.ledger.sessions.fork(turn_id, label=label)
-            post(
-                uow,
-                self._doorbell,
-                signals=self._signals,
-                queueing=self._queueing,
-                session_id=forked.id,
-                event_id=f"agent:{label}:task",
-                text=text,
-                payload={"kind": "task", "from": context.session_label},
+    def _fork(self, context: ToolContext, turn_id: str, text: str, hint: str | None) -> Any:
+        with self._database.unit_of_work() as uow:
+            forkable = uow.ledger.sessions.fork_point(turn_id) is not None
+        if not forkable:
+            raise ToolFailure(
+                f"turn {turn_id!r} cannot be forked: it is on no session's chain (unknown, "
+                "failed or superseded)"
             )
-
-        context.effects.append(effect)
-        return {"forked": label}
+        me = self._session(context.session_id)
+        label = self._new_label(context, FORK_PREFIX, hint, f"{FORK_PREFIX}{new_id()}")
+        task_id = f"{TASK_EVENT_PREFIX}{new_id()}"
+        context.effects.append(
+            ForkTask(self._doorbell, me, context.call_id, label, turn_id, task_id, text)
+        )
+        return {"forked": label, "task": task_id}

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from nexus.agents.cancel import NotAWorker, cancel_worker
+from nexus.agents.dispatched import WORKER, Dispatched, dispatched_page, dispatched_worker
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, DoorbellDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
@@ -27,7 +28,8 @@ router = APIRouter(
 
 
 class WorkerView(BaseModel):
-    """One worker of a manager: its task, where the task stands, and its activity."""
+    """One worker of a manager, or one task it sent to another session: the task, where it
+    stands, and the serving session's activity."""
 
     label: str
     task_description: str | None
@@ -38,23 +40,28 @@ class WorkerView(BaseModel):
     turns: int
     created_at: int
     last_turn_at: int | None
+    # "worker" (spawned), or a tracked task's "session" (an existing one) or "fork".
+    kind: str = WORKER
+    task_id: str | None = None  # a tracked task's event id
 
     @classmethod
     def of(cls, worker: SessionRecord, activity: Activity) -> WorkerView:
+        return cls.entry(dispatched_worker(worker), activity)
+
+    @classmethod
+    def entry(cls, entry: Dispatched, activity: Activity) -> WorkerView:
         return cls(
-            **worker.model_dump(
-                include={
-                    "label",
-                    "task_description",
-                    "task_status",
-                    "status",
-                    "parent_turn_id",
-                    "spawn_tool_call_id",
-                    "created_at",
-                }
-            ),
+            label=entry.session.label,
+            task_description=entry.task_description,
+            task_status=entry.task_status,
+            status=entry.session.status,
+            parent_turn_id=entry.parent_turn_id,
+            spawn_tool_call_id=entry.spawn_tool_call_id,
             turns=activity.turns,
+            created_at=entry.created_at,
             last_turn_at=activity.last_turn_at,
+            kind=entry.kind,
+            task_id=entry.task_id,
         )
 
 
@@ -69,18 +76,18 @@ class CancelledWorker(BaseModel):
 def list_workers(
     label: SessionLabel, database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
 ) -> Page[WorkerView]:
-    """The workers `label` dispatched, oldest first, with their task status."""
-    after = decode_cursor(page.cursor, [str])
+    """The workers `label` dispatched and the tasks it sent to other sessions and forks,
+    oldest first, with their task status."""
+    after = decode_cursor(page.cursor, [int, int, str])
     with database.unit_of_work() as uow:
         manager = uow.ledger.sessions.resolve(label)
         if manager is None:
             raise ApiError(404, "not_found", f"no session labelled {label!r}")
-        rows = uow.ledger.workers.page(
-            manager.label, after=str(after[0]) if after else None, limit=page.limit + 1
-        )
-        activity = uow.ledger.workers.activity([row.id for row in rows[: page.limit]])
+        key = (int(after[0]), int(after[1]), str(after[2])) if after else None
+        rows = dispatched_page(uow.ledger, manager.label, after=key, limit=page.limit + 1)
+        activity = uow.ledger.workers.activity([row.session.id for row in rows[: page.limit]])
     return page_body(
-        rows, page.limit, lambda w: (w.label,), lambda w: WorkerView.of(w, activity[w.id])
+        rows, page.limit, lambda d: d.key, lambda d: WorkerView.entry(d, activity[d.session.id])
     )
 
 
@@ -93,7 +100,7 @@ def cancel(
     Cancelling again changes nothing; a session that is no worker is 409."""
     with database.unit_of_work() as uow:
         try:
-            done = cancel_worker(uow, doorbell, label, signals=coordination)
+            done = cancel_worker(uow, doorbell, label)
         except NotFound as error:
             raise ApiError(404, "not_found", str(error)) from error
         except NotAWorker as error:

@@ -55,8 +55,9 @@ def workers(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List the workers SESSION dispatched, with each task's status (pending, running,
-    completed, failed, cancelled); `--cancel WORKER` cancels one of them."""
+    """List the workers SESSION dispatched and the tasks it sent to other sessions or forks,
+    with each task's status (pending, running, completed, failed, cancelled); `--cancel
+    WORKER` cancels one of its workers."""
     if cancel is not None:
         _cancel(session, cancel, as_json)
         return
@@ -69,8 +70,11 @@ def workers(
         return
     table = Table("worker", "task status", "turns", "last turn", "task")
     for worker in found:
+        kind = worker.get("kind", "worker")
+        # A tracked task went to a session that is no worker of this one: say which kind.
+        named = worker["label"] if kind == "worker" else f"{worker['label']} ({kind} task)"
         table.add_row(
-            escape(worker["label"]),
+            escape(named),
             worker["task_status"] or "—",
             str(worker["turns"]),
             _when(worker["last_turn_at"]),
@@ -83,7 +87,8 @@ def workers(
 def _cancel(session: str, worker: str, as_json: bool) -> None:
     """Cancel WORKER, refusing one that is not SESSION's own (a typo should not stop
     someone else's work)."""
-    if worker not in {found["label"] for found in _all_workers(session)}:
+    spawned = _all_workers(session)
+    if worker not in {f["label"] for f in spawned if f.get("kind", "worker") == "worker"}:
         errors.print(f"[red]{escape(worker)} is not a worker of {escape(session)}[/red]")
         raise typer.Exit(1)
     done = _api("POST", f"/v1/sessions/{quote(worker, safe='')}/cancel")

@@ -51,6 +51,13 @@ class TaskStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class TaskKind(StrEnum):
+    """Where a tracked task went (`session_tasks.kind`): an existing session, or a fork."""
+
+    SESSION = "session"
+    FORK = "fork"
+
+
 class MessageRole(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"

@@ -16,6 +16,7 @@ from nexus.ledger.enums import (
     QueueMode,
     QueueStatus,
     SessionOrigin,
+    TaskKind,
     ToolCallStatus,
     TurnStatus,
     TurnType,
@@ -85,6 +86,31 @@ class NewSession(Record):
     parent_turn_id: str | None = None
     spawn_tool_call_id: str | None = None
     task_description: str | None = None
+
+
+class NewTask(Record):
+    """A task dispatched to a session the caller did not spawn as a worker (`session_tasks`)."""
+
+    event_id: str  # the event that carries it to the serving session
+    caller_session_label: str
+    caller_turn_id: str
+    tool_call_id: str | None = None
+    session_id: str  # the serving session
+    kind: TaskKind
+    description: str
+
+
+class TaskRecord(NewTask):
+    task_status: str  # pending until its answer (or failure) went back
+    created_at: int
+    updated_at: int
+
+
+class TaskListing(Record):
+    """A task as its caller's list shows it: with where its queue item stands (None: gone)."""
+
+    task: TaskRecord
+    queue_status: str | None
 
 
 class TokenUsage(Record):

@@ -16,7 +16,7 @@ from functools import partial
 
 import structlog
 
-from nexus.agents.results import deliver
+from nexus.agents.results import report_dead
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import TurnOutcome
@@ -385,18 +385,12 @@ class SessionRunner:
         backoff = RETRY_BACKOFF_MS[min(attempt, len(RETRY_BACKOFF_MS)) - 1]
         with self.database.unit_of_work() as uow:
             if dead:
-                # A worker that cannot finish still answers its parent, with the failure.
+                # A worker that cannot finish still answers its parent, with the failure;
+                # so does any session to whoever sent it a tracked task.
                 worker = uow.ledger.sessions.get(plan.items[0].session_id)
                 if worker is not None:
-                    deliver(
-                        uow,
-                        self.doorbell,
-                        worker,
-                        f"dead:{dead[0]}",
-                        cause,
-                        failed=True,
-                        signals=self.coordination,
-                    )
+                    inputs = [i.event_id for i in plan.items if i.id in dead]
+                    report_dead(uow, self.doorbell, worker, f"dead:{dead[0]}", cause, inputs)
                 uow.ledger.queue.dispose(
                     dead,
                     status=QueueStatus.DEAD,

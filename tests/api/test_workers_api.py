@@ -14,7 +14,7 @@ from nexus.db import Database
 from nexus.engine.model import ModelRequest
 from nexus.engine.scripted import CallTools, Say, ScriptStep
 from nexus.ledger.enums import TurnStatus
-from nexus.ledger.records import SessionRecord
+from nexus.ledger.records import NewSession, SessionRecord
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.signals import ABORT_POLL_MS
 from nexus.settings import Settings
@@ -181,3 +181,61 @@ def test_cancel_refuses_an_unknown_session_and_one_that_is_no_worker(desk: Desk)
     assert "is not a worker" in refused.json()["error"]["message"]
     shown = client.get(f"/v1/sessions/{manager}", headers=AUTH).json()
     assert shown["status"] == "active" and shown["task_status"] is None  # nothing changed
+
+
+def test_the_workers_route_lists_tasks_sent_to_other_sessions_beside_spawned_workers(
+    desk: Desk, database: Database
+) -> None:
+    office, client = desk.office, desk.client
+    with database.unit_of_work() as uow:
+        alice = uow.ledger.sessions.create(
+            NewSession(label="dm:ent_alice", persona_id=office.manager.persona_id)
+        )
+        uow.commit()
+    office.model.push(
+        CallTools(
+            (
+                ("agent_send", {"op": "dispatch", "text": "price the flights"}),
+                (
+                    "agent_send",
+                    {"op": "dispatch", "text": "ask Alice", "target": {"session": alice.label}},
+                ),
+                ("agent_send", {"op": "dispatch", "text": "price the hotels"}),
+            )
+        ),
+        Say("dispatched"),
+    )
+    ask(office, office.manager.id, "split the work", "api:split")
+    assert office.runner.run(office.manager.id).turns == 1
+    first, second = workers_of(office)
+    office.model.push(Say("window seats"))
+    assert office.runner.run(alice.id).turns == 1
+    body = client.get(f"/v1/sessions/{office.manager.label}/workers", headers=AUTH).json()
+    # One instant: the spawned workers first (in dispatch order), then the task.
+    assert [
+        (w["kind"], w["label"], w["task_description"], w["task_status"], w["turns"])
+        for w in body["items"]
+    ] == [
+        ("worker", first.label, "price the flights", "pending", 0),
+        ("worker", second.label, "price the hotels", "pending", 0),
+        ("session", alice.label, "ask Alice", "completed", 1),
+    ]  # fmt: skip
+    task = body["items"][2]
+    assert task["task_id"].startswith("agent-task:") and task["status"] == "active"
+    assert task["parent_turn_id"] == first.parent_turn_id
+    assert body["items"][0]["task_id"] is None
+    # Paged one at a time, the cursor walks across both kinds without a gap or a repeat.
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, str | int] = {"limit": 1}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = client.get(
+            f"/v1/sessions/{office.manager.label}/workers", params=params, headers=AUTH
+        ).json()
+        seen.extend(w["label"] for w in page["items"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [first.label, second.label, alice.label]

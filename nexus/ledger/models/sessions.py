@@ -1,4 +1,5 @@
-"""Sessions (named pointers to a head turn), their aliases and pointer history."""
+"""Sessions (named pointers to a head turn), their aliases, pointer history, and the tasks
+agents dispatch to sessions they did not spawn as workers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from nexus.ledger.enums import QueueMode, SessionOrigin, SessionStatus
+from nexus.ledger.enums import QueueMode, SessionOrigin, SessionStatus, TaskKind, TaskStatus
 from nexus.ledger.models.base import Base, Millis, one_of
 
 
@@ -95,3 +96,32 @@ class SessionHistory(Base):
     epoch: Mapped[int] = mapped_column(BigInteger)
     reason: Mapped[str] = mapped_column(String(32))
     changed_at: Mapped[int] = mapped_column(Millis)
+
+
+class SessionTask(Base):
+    """A task an agent dispatched to an existing session or to a fork it made (`agent_send`
+    with a `session` or `fork` target), keyed by the event that carries it: the session's
+    answer to that event goes back to the caller as a `worker_result`. A worker the caller
+    spawned keeps its task on its own session row instead (`sessions.task_*`)."""
+
+    __tablename__ = "session_tasks"
+    __table_args__ = (
+        one_of("kind", TaskKind),
+        one_of("task_status", TaskStatus),
+        Index("ix_session_tasks_caller_session_label", "caller_session_label", "created_at"),
+    )
+
+    event_id: Mapped[str] = mapped_column(ForeignKey("events.id"), primary_key=True)
+    # Who dispatched it: the session, its turn, and the tool call (the ledger's id).
+    caller_session_label: Mapped[str] = mapped_column(String(512))
+    caller_turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id"))
+    tool_call_id: Mapped[str | None] = mapped_column(String(26))
+    # The session that serves it.
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    kind: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text)
+    # pending until its answer (or failure) went back; running, cancelled and the rest of
+    # what a reader sees come from its queue item (nexus.agents.dispatched).
+    task_status: Mapped[str] = mapped_column(String(16), default=TaskStatus.PENDING)
+    created_at: Mapped[int] = mapped_column(Millis)
+    updated_at: Mapped[int] = mapped_column(Millis)

@@ -26,6 +26,7 @@ from nexus.ledger.repository.queue import QueueRepository
 from nexus.ledger.repository.search import SearchRepository
 from nexus.ledger.repository.sessions import SessionRepository
 from nexus.ledger.repository.snapshots import SnapshotRepository
+from nexus.ledger.repository.tasks import TaskRepository
 from nexus.ledger.repository.threads import ThreadRepository
 from nexus.ledger.repository.timer import TimerRepository
 from nexus.ledger.repository.turns import TurnRepository
@@ -107,6 +108,10 @@ class Ledger:
     @cached_property
     def workers(self) -> WorkerRepository:
         return WorkerRepository(self.connection, self.clock)
+
+    @cached_property
+    def tasks(self) -> TaskRepository:
+        return TaskRepository(self.connection, self.clock)
 
 
 __all__ = [

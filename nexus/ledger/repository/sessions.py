@@ -53,6 +53,16 @@ class SessionRepository:
     def get(self, session_id: str) -> SessionRecord | None:
         return self._one(SESSION_BY_ID, {"session_id": session_id})
 
+    def get_many(self, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        """The sessions with these ids, by id (unknown ones left out), in one statement."""
+        ids = list(set(session_ids))
+        if not ids:
+            return {}
+        rows = self._conn.execute(
+            select(*columns_for(sessions, SessionRecord)).where(sessions.c.id.in_(ids))
+        )
+        return {row.id: to_record(SessionRecord, row) for row in rows}
+
     def get_by_label(self, label: str) -> SessionRecord | None:
         """The session with exactly this label; aliases are not followed."""
         return self._one(SESSION_BY_LABEL, {"label": label})
@@ -248,11 +258,17 @@ class SessionRepository:
             raise NotFound(f"no session with id {session_id!r}")
         return int(epoch)
 
-    def fork(self, turn_id: str, *, label: str | None = None) -> SessionRecord:
-        """A new session whose head is `turn_id`; its persona is the thread's (seed 002)."""
-        persona_id = self._conn.execute(
+    def fork_point(self, turn_id: str) -> str | None:
+        """The persona a fork of `turn_id` would have; None when the turn cannot be forked
+        (it is on no session's chain: unknown, failed or superseded)."""
+        found = self._conn.execute(
             select(threads.c.persona_id).where(threads.c.turn_id == turn_id)
         ).scalar_one_or_none()
+        return None if found is None else str(found)
+
+    def fork(self, turn_id: str, *, label: str | None = None) -> SessionRecord:
+        """A new session whose head is `turn_id`; its persona is the thread's (seed 002)."""
+        persona_id = self.fork_point(turn_id)
         if persona_id is None:
             raise NotForkable(
                 f"turn {turn_id!r} is not on any session's chain (unknown, failed or "

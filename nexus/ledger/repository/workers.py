@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, and_, func, or_, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import CHAIN_STATUSES, TaskStatus
@@ -44,6 +44,15 @@ class WorkerRepository:
         ).scalar_one_or_none()
         return None if found is None else str(found)
 
+    def tool_call(self, turn_id: str, provider_call_id: str) -> str | None:
+        """The ledger's id of the turn's call the model named `provider_call_id` (None: none)."""
+        found = self._conn.execute(
+            select(tool_calls.c.id)
+            .where(tool_calls.c.turn_id == turn_id)
+            .where(tool_calls.c.provider_call_id == provider_call_id)
+        ).scalar_one_or_none()
+        return None if found is None else str(found)
+
     def set_task_status(self, session_id: str, status: TaskStatus) -> bool:
         """Move a worker's task to `status`; False when it is no worker, is there already,
         or was cancelled (cancelled is final: a late answer does not undo it)."""
@@ -56,16 +65,24 @@ class WorkerRepository:
         )
         return bool(changed.rowcount)
 
-    def page(self, parent_label: str, *, after: str | None, limit: int) -> list[SessionRecord]:
-        """Up to `limit` of the sessions `parent_label` spawned, in label order (a worker's
-        label holds a time-ordered id, so this is the order of dispatch), after `after`."""
+    def page(
+        self, parent_label: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[SessionRecord]:
+        """Up to `limit` of the sessions `parent_label` spawned, oldest first (by creation,
+        then label: the order of dispatch), after the key `after`."""
         query = (
             select(*columns_for(sessions, SessionRecord))
             .where(sessions.c.parent_session_label == parent_label)
-            .order_by(sessions.c.label)
+            .order_by(sessions.c.created_at, sessions.c.label)
         )
         if after is not None:
-            query = query.where(sessions.c.label > after)
+            created, label = after
+            query = query.where(
+                or_(
+                    sessions.c.created_at > created,
+                    and_(sessions.c.created_at == created, sessions.c.label > label),
+                )
+            )
         return [to_record(SessionRecord, row) for row in self._conn.execute(query.limit(limit))]
 
     def activity(self, session_ids: Sequence[str]) -> dict[str, Activity]:
