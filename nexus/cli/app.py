@@ -51,21 +51,9 @@ def version() -> None:
 @db_app.command("upgrade")
 def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
     """Apply database migrations up to REVISION (default: the latest)."""
-    from nexus.db.engine import build_engine
-    from nexus.db.migrate import current_revision, upgrade
+    from nexus.cli.database import upgrade
 
-    settings = _settings()
-    try:
-        upgrade(settings.database_url, revision)
-        engine = build_engine(settings.database_url)
-        try:
-            reached = current_revision(engine)
-        finally:
-            engine.dispose()
-    except Exception as error:
-        errors.print(f"[red]migration failed[/red]: {type(error).__name__}: {escape(str(error))}")
-        raise typer.Exit(1) from error
-    console.print(f"database is at revision [bold]{reached}[/bold]")
+    upgrade(_settings(), revision)
 
 
 @app.command()
@@ -329,7 +317,7 @@ def hooks_sync(
     """Register the hooks in NEXUS_HOOKS_DIR as the deployment's (run it at deploy): new ones
     are enabled, changed ones updated, ones whose file is gone disabled. Workers only run
     registered hooks and never change the registry themselves."""
-    from nexus.cli.hooks import sync_hooks
+    from nexus.cli.hooks_local import sync_hooks
 
     sync_hooks(_settings(), allow_empty=allow_empty)
 
@@ -340,7 +328,7 @@ def hooks_test(
     event_file: Path = typer.Argument(..., help="A JSON event (fields of an events row)."),
 ) -> None:
     """Dry-run one hook on an event: what it decides, with nothing written."""
-    from nexus.cli.hooks import test_hook
+    from nexus.cli.hooks_local import test_hook
 
     test_hook(_settings(), name, event_file)
 
