@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
-from nexus.cli import people, settings_cmds, usage
+from nexus.cli import operator, people, settings_cmds, usage
 from nexus.cli import workers as worker_cmds
 from nexus.cli.model_options import TEMPERATURE_HELP, THINKING_HELP, model_config
 from nexus.settings import Settings, get_settings
@@ -22,7 +22,6 @@ app = typer.Typer(
     name="nexus",
     help="Nexus: a durable, horizontally scalable agent broker.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_show_locals=False,
 )
 db_app = typer.Typer(help="Database schema: migrations.", no_args_is_help=True)
@@ -42,10 +41,35 @@ def _settings() -> Settings:
         raise typer.Exit(2) from error
 
 
+def installed_version() -> str:
+    """The version of the installed package (its metadata), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nexus-broker")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return __version__
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        console.print(installed_version(), markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Nexus: a durable, horizontally scalable agent broker."""
+
+
 @app.command()
 def version() -> None:
     """Print the Nexus version."""
-    console.print(__version__)
+    console.print(installed_version(), markup=False, highlight=False)
 
 
 @db_app.command("upgrade")
@@ -166,6 +190,25 @@ app.command("unarchive")(settings_cmds.unarchive)
 app.command("workers")(worker_cmds.workers)
 # Tokens and cost (nexus/cli/usage.py): `usage [--session S] [--persona P] [--since DATE]`.
 app.command("usage")(usage.usage)
+# The operator's view (nexus/cli/operator.py): `status`, `dead-letters [show|replay ID]`.
+app.command("status")(operator.status)
+app.add_typer(operator.dead_letters_app, name="dead-letters")
+
+
+@app.command("tail")
+def tail_command(
+    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    after: str | None = typer.Option(
+        None, "--after", metavar="EVENT_ID", help="Start after this stream event (replay)."
+    ),
+    count: int | None = typer.Option(None, "--count", min=1, help="Stop after N events."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per event."),
+) -> None:
+    """Follow SESSION live: the answer's text as it is written, one line per other event;
+    a dropped connection is resumed where it stopped (Last-Event-ID)."""
+    from nexus.cli.live import tail
+
+    tail(_settings(), session, last_event_id=after, count=count, as_json=as_json)
 
 
 @app.command("turn")

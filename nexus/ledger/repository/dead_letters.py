@@ -107,9 +107,7 @@ class DeadLetterRepository:
         return [DeadLetter(**row) for row in rows]
 
     def get(self, item_id: str) -> DeadLetter | None:
-        row = (
-            self._conn.execute(_DEAD.where(queue_items.c.id == item_id)).mappings().one_or_none()
-        )
+        row = self._conn.execute(_DEAD.where(queue_items.c.id == item_id)).mappings().one_or_none()
         return None if row is None else DeadLetter(**row)
 
     def lock(self, item_id: str) -> QueueItemRecord | None:
