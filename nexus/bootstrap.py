@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import structlog
@@ -27,6 +27,7 @@ from nexus.hooks.service import HookRunner
 from nexus.ids import Clock, now_ms
 from nexus.ingest.batch import ProcessedEvent
 from nexus.ingest.drain import EventRouter
+from nexus.operations.status import WorkerPing
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
 from nexus.pricing import PriceTable, load_prices
@@ -63,9 +64,11 @@ class Nexus:
         models: ModelCatalog | None = None,
         senders: dict[str, Sender] | None = None,
         celery: Celery | None = None,
+        worker_ping: WorkerPing | None = None,
         clock: Clock = now_ms,
     ) -> None:
         self.settings = settings
+        self._given_worker_ping = worker_ping
         self.clock = clock
         # A process that runs a worker on the broker (a Celery worker, `nexus dev`) can ring
         # through it even when it is `memory://`; any other process with an in-process broker
@@ -93,6 +96,15 @@ class Nexus:
 
             self._celery = create_celery(self.settings)
         return self._celery
+
+    @cached_property
+    def worker_ping(self) -> WorkerPing:
+        """Which workers answer on the broker now (`nexus status`, through the API)."""
+        if self._given_worker_ping is not None:
+            return self._given_worker_ping
+        from nexus.adapters.celery_broker import ping_workers
+
+        return partial(ping_workers, self.celery)
 
     @cached_property
     def doorbell(self) -> Doorbell:
@@ -377,6 +389,7 @@ def bootstrap(
     coordination: Coordination | None = None,
     models: ModelCatalog | None = None,
     senders: dict[str, Sender] | None = None,
+    worker_ping: WorkerPing | None = None,
     clock: Clock = now_ms,
 ) -> Nexus:
     """The graph for an API, CLI or beat process: it publishes on the broker, runs no tasks."""
@@ -387,6 +400,7 @@ def bootstrap(
         coordination=coordination,
         models=models,
         senders=senders,
+        worker_ping=worker_ping,
         clock=clock,
     )
 

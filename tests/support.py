@@ -260,10 +260,11 @@ def hook_runner(database: Database, clock: FakeClock, folder: Path, **files: str
 
 
 @contextmanager
-def serving_cli(tmp_path: Path, monkeypatch: Any) -> Iterator[Nexus]:
+def serving_cli(tmp_path: Path, monkeypatch: Any, **parts: Any) -> Iterator[Nexus]:
     """An embedded ledger in `tmp_path` (the CLI's default place), served over loopback as
     `nexus dev` serves it, with NEXUS_API_URL and NEXUS_API_TOKEN pointing the CLI at it;
-    yields the server's object graph."""
+    yields the server's object graph (`parts`: replacements for `bootstrap`, such as a
+    doorbell or the worker ping)."""
     from nexus.api.app import create_app
     from nexus.bootstrap import bootstrap
     from nexus.db import Database
@@ -275,7 +276,8 @@ def serving_cli(tmp_path: Path, monkeypatch: Any) -> Iterator[Nexus]:
     (tmp_path / ".nexus").mkdir(exist_ok=True)
     upgrade(url)
     database = Database(url)
-    graph = bootstrap(Settings(api_tokens="tok"), database=database, doorbell=RecordingDoorbell())
+    parts.setdefault("doorbell", RecordingDoorbell())
+    graph = bootstrap(Settings(api_tokens="tok"), database=database, **parts)
     try:
         with served_app(create_app(graph)) as served:
             monkeypatch.setenv("NEXUS_API_URL", served)

@@ -90,3 +90,9 @@ class CeleryDoorbell:
     def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
         countdown = delay_ms / 1000 if delay_ms > 0 else None
         self._app.send_task("nexus.delivery.send", args=[delivery_id], countdown=countdown)
+
+
+def ping_workers(app: Celery, timeout_s: float) -> list[str]:
+    """The workers on the app's broker that answer a ping within `timeout_s`, by name."""
+    answers = app.control.ping(timeout=timeout_s) or []
+    return sorted(name for answer in answers for name in answer)

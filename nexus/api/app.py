@@ -18,6 +18,7 @@ from nexus.api import (
     hooks,
     inbound,
     operations,
+    operator,
     routing,
     session_detail,
     sessions,
@@ -103,6 +104,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         routing,
         hooks,
         operations,
+        operator,
     ):
         app.include_router(resource.router)
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
-from nexus.cli import people, settings_cmds, usage
+from nexus.cli import operator, people, settings_cmds, usage
 from nexus.cli import workers as worker_cmds
 from nexus.cli.model_options import TEMPERATURE_HELP, THINKING_HELP, model_config
 from nexus.settings import Settings, get_settings
@@ -22,7 +22,6 @@ app = typer.Typer(
     name="nexus",
     help="Nexus: a durable, horizontally scalable agent broker.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_show_locals=False,
 )
 db_app = typer.Typer(help="Database schema: migrations.", no_args_is_help=True)
@@ -42,30 +41,43 @@ def _settings() -> Settings:
         raise typer.Exit(2) from error
 
 
+def installed_version() -> str:
+    """The version of the installed package (its metadata), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nexus-broker")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return __version__
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        console.print(installed_version(), markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Nexus: a durable, horizontally scalable agent broker."""
+
+
 @app.command()
 def version() -> None:
     """Print the Nexus version."""
-    console.print(__version__)
+    console.print(installed_version(), markup=False, highlight=False)
 
 
 @db_app.command("upgrade")
 def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
     """Apply database migrations up to REVISION (default: the latest)."""
-    from nexus.db.engine import build_engine
-    from nexus.db.migrate import current_revision, upgrade
+    from nexus.cli.database import upgrade
 
-    settings = _settings()
-    try:
-        upgrade(settings.database_url, revision)
-        engine = build_engine(settings.database_url)
-        try:
-            reached = current_revision(engine)
-        finally:
-            engine.dispose()
-    except Exception as error:
-        errors.print(f"[red]migration failed[/red]: {type(error).__name__}: {escape(str(error))}")
-        raise typer.Exit(1) from error
-    console.print(f"database is at revision [bold]{reached}[/bold]")
+    upgrade(_settings(), revision)
 
 
 @app.command()
@@ -178,6 +190,25 @@ app.command("unarchive")(settings_cmds.unarchive)
 app.command("workers")(worker_cmds.workers)
 # Tokens and cost (nexus/cli/usage.py): `usage [--session S] [--persona P] [--since DATE]`.
 app.command("usage")(usage.usage)
+# The operator's view (nexus/cli/operator.py): `status`, `dead-letters [show|replay ID]`.
+app.command("status")(operator.status)
+app.add_typer(operator.dead_letters_app, name="dead-letters")
+
+
+@app.command("tail")
+def tail_command(
+    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    after: str | None = typer.Option(
+        None, "--after", metavar="EVENT_ID", help="Start after this stream event (replay)."
+    ),
+    count: int | None = typer.Option(None, "--count", min=1, help="Stop after N events."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per event."),
+) -> None:
+    """Follow SESSION live: the answer's text as it is written, one line per other event;
+    a dropped connection is resumed where it stopped (Last-Event-ID)."""
+    from nexus.cli.live import tail
+
+    tail(_settings(), session, last_event_id=after, count=count, as_json=as_json)
 
 
 @app.command("turn")
@@ -329,7 +360,7 @@ def hooks_sync(
     """Register the hooks in NEXUS_HOOKS_DIR as the deployment's (run it at deploy): new ones
     are enabled, changed ones updated, ones whose file is gone disabled. Workers only run
     registered hooks and never change the registry themselves."""
-    from nexus.cli.hooks import sync_hooks
+    from nexus.cli.hooks_local import sync_hooks
 
     sync_hooks(_settings(), allow_empty=allow_empty)
 
@@ -340,7 +371,7 @@ def hooks_test(
     event_file: Path = typer.Argument(..., help="A JSON event (fields of an events row)."),
 ) -> None:
     """Dry-run one hook on an event: what it decides, with nothing written."""
-    from nexus.cli.hooks import test_hook
+    from nexus.cli.hooks_local import test_hook
 
     test_hook(_settings(), name, event_file)
 

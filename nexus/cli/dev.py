@@ -116,7 +116,7 @@ def banner(settings: Settings, *, host: str, port: int) -> list[str]:
         f"  ledger {settings.database_url} · model {model} · embedded worker and timer",
         "Try, in another terminal:",
         f'  {prefix}nexus send main "hello" --wait',
-        "  nexus tree main",  # reads the ledger in this directory, not the API
+        f"  {prefix}nexus tree main",
         f"  curl -N {url}/v1/sessions/main/stream",
     ]
 

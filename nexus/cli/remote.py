@@ -76,6 +76,22 @@ def send(
         body["persona"] = persona
     if mode:
         body["mode"] = mode
+    if wait:
+        from nexus.cli.live import send_and_stream
+
+        streamed = send_and_stream(
+            settings, label, body, timeout_s=timeout_s, show=None if as_json else _show_delta
+        )
+        if streamed is not None:
+            _, answer = streamed
+            if as_json:
+                _print({"turn_id": answer["turn_id"], "text": answer["text"]}, True, "")
+            elif answer["streamed"]:
+                console.file.write("\n")  # the deltas were the answer, as it was written
+                console.file.flush()
+            else:  # the model wrote it in one piece (or no text at all)
+                _print(answer, False, answer.get("text") or f"(turn {answer['turn_id']}: no text)")
+            return
     with _client(settings) as client:
         queued = _call(client, "POST", f"/v1/sessions/{_segment(label)}/messages", json=body)
         if not wait:
@@ -85,10 +101,16 @@ def send(
     _print(answer, as_json, answer.get("text") or f"(turn {answer['turn_id']}: no text)")
 
 
+def _show_delta(text: str) -> None:
+    console.file.write(text)
+    console.file.flush()
+
+
 def _wait_for_answer(
     client: httpx.Client, label: str, item_id: str, timeout_s: float
 ) -> dict[str, Any]:
-    """Poll the queue until the item has a disposition, then read the turn that took it."""
+    """Poll the queue until the item has a disposition, then read the turn that took it
+    (when the session's stream cannot be had)."""
     deadline = time.monotonic() + timeout_s
     # A spinner on a terminal; nothing on a pipe, where it would only be noise.
     status = console.status("waiting for the answer…") if console.is_terminal else nullcontext()

@@ -59,10 +59,19 @@ def _nexus(cwd: Path, environment: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def _hook_state(cwd: Path, environment: dict[str, str], name: str) -> dict[str, object] | None:
+def _hook_saw(cwd: Path, environment: dict[str, str], name: str) -> list[str] | None:
+    """The messages the enabled hook `name` was evaluated on, without error (None: no such
+    hook is enabled); the listing comes through `nexus hooks`, the evaluations from the API."""
     listed = json.loads(_nexus(cwd, environment, "hooks", "--json"))
-    found = [hook for hook in listed if hook["name"] == name and hook["enabled"]]
-    return found[0]["state"] if found else None
+    if not [hook for hook in listed if hook["name"] == name and hook["enabled"]]:
+        return None
+    url = f"{environment['NEXUS_API_URL']}/v1/hooks/{name}/invocations"
+    found = httpx.get(url, timeout=10).json()["items"]
+    return [
+        i["event_id"]
+        for i in found
+        if i["error"] is None and not str(i["event_id"]).startswith("timer:")
+    ]
 
 
 def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
@@ -72,13 +81,13 @@ def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
     (tmp_path / "hooks" / "watcher.py").write_text(WATCHER)
     with _running([str(NEXUS), "dev", "--port", str(port)], tmp_path, environment) as log:
         assert f"http://127.0.0.1:{port}" in log.read_text()
-        assert _hook_state(tmp_path, environment, "watcher") == {}
+        assert _hook_saw(tmp_path, environment, "watcher") == []
         answer = _nexus(tmp_path, environment, "send", "main", "hello", "--wait")
         assert "You said: hello" in answer and "scripted model" in answer
         # The message came in through the API; the hooks saw it all the same.
         deadline = time.monotonic() + 30
-        while _hook_state(tmp_path, environment, "watcher") != {"seen": ["hello"]}:
-            assert time.monotonic() < deadline, _hook_state(tmp_path, environment, "watcher")
+        while len(_hook_saw(tmp_path, environment, "watcher") or []) != 1:
+            assert time.monotonic() < deadline, _hook_saw(tmp_path, environment, "watcher")
             time.sleep(0.2)
         _the_live_stream_carries_a_turn(tmp_path, environment)
         tree = json.loads(_nexus(tmp_path, environment, "tree", "main", "--json"))

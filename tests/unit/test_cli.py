@@ -18,7 +18,7 @@ from nexus.db.engine import build_engine
 from nexus.db.migrate import head_revision
 from nexus.settings import get_settings
 from tests.services import REDIS_URL, with_driver
-from tests.support import served_app
+from tests.support import served_app, serving_cli
 
 runner = CliRunner()
 
@@ -254,7 +254,8 @@ def test_hooks_sync_registers_the_directory_and_refuses_to_empty_the_registry(
     refused = runner.invoke(app, ["hooks", "sync"])
     assert refused.exit_code == 2
     assert "nothing changed" in refused.output and "nowhere" in refused.output
-    listed = runner.invoke(app, ["hooks", "--json"])
+    with serving_cli(tmp_path, monkeypatch):  # listing asks the API, like every operator command
+        listed = runner.invoke(app, ["hooks", "--json"])
     assert [(h["name"], h["enabled"]) for h in json.loads(listed.stdout)] == [("greeter", True)]
 
     (tmp_path / "empty").mkdir()

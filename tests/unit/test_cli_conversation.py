@@ -1,5 +1,6 @@
-"""`nexus turn`, `nexus fork` and `nexus queue` on the embedded ledger (`nexus compact` goes
-through the API: tests/integration/test_dev_mode.py runs it against `nexus dev`)."""
+"""`nexus turn`, `nexus fork`, `nexus queue` and `nexus tree` through a real server on the
+embedded ledger (`nexus compact`: tests/integration/test_dev_mode.py runs it against
+`nexus dev`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nexus.bootstrap import bootstrap
+from nexus.bootstrap import Nexus
 from nexus.cli.app import app
-from nexus.db import Database
 from nexus.engine.query import QueryMessage
 from nexus.ledger.records import NewSession
-from nexus.settings import Settings, get_settings
+from nexus.settings import get_settings
+from tests.support import serving_cli
 
 runner = CliRunner()
 
@@ -31,10 +32,14 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 @pytest.fixture
-def three_turns(tmp_path: Path) -> list[str]:
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
-    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    engine = bootstrap(Settings(), database=database).engine
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Nexus]:
+    with serving_cli(tmp_path, monkeypatch) as graph:
+        yield graph
+
+
+@pytest.fixture
+def three_turns(server: Nexus) -> list[str]:
+    database, engine = server.database, server.engine
     with database.unit_of_work() as uow:
         persona = uow.ledger.agents.ensure("assistant")
         session = uow.ledger.sessions.ensure(NewSession(label="dm:ent_cli", persona_id=persona.id))
@@ -45,7 +50,6 @@ def three_turns(tmp_path: Path) -> list[str]:
             epoch = uow.ledger.sessions.claim(session.id)
             uow.commit()
         turn_ids.append(engine.run_turn(session.id, [QueryMessage(text)], epoch=epoch).turn_id)
-    database.dispose()
     return turn_ids
 
 
@@ -70,30 +74,44 @@ def test_fork_branches_from_a_turn(three_turns: list[str]) -> None:
         "fork",
     )
     refused = runner.invoke(app, ["fork", "not-a-turn"])
-    assert refused.exit_code == 1 and "cannot be forked" in refused.output
+    assert refused.exit_code == 1 and "no turn 'not-a-turn'" in refused.output
 
 
-def test_queue_lists_items_and_cancels_a_waiting_one(tmp_path: Path) -> None:
+def test_queue_lists_items_and_cancels_a_waiting_one_through_the_api(server: Nexus) -> None:
     from nexus.ledger.enums import QueueMode
     from nexus.ledger.records import NewQueueItem
 
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
-    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    with database.unit_of_work() as uow:
+    with server.database.unit_of_work() as uow:
         persona = uow.ledger.agents.ensure("assistant")
         session = uow.ledger.sessions.ensure(NewSession(label="dm:ent_q", persona_id=persona.id))
+        other = uow.ledger.sessions.ensure(NewSession(label="dm:other", persona_id=persona.id))
         item_id, _ = uow.ledger.queue.enqueue(
             NewQueueItem(session_id=session.id, mode=QueueMode.QUEUE, payload={"text": "x"})
         )
+        elsewhere, _ = uow.ledger.queue.enqueue(
+            NewQueueItem(session_id=other.id, mode=QueueMode.QUEUE, payload={"text": "y"})
+        )
         uow.commit()
-    database.dispose()
+    after = server.coordination.stream_tail(session.id)
     listed = runner.invoke(app, ["queue", "dm:ent_q", "--json"])
     assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["status"] == "queued"
+    # Another session's item is not this session's to cancel: 404, and it stays queued.
+    foreign = runner.invoke(app, ["queue", "dm:ent_q", "--cancel", elsewhere])
+    assert foreign.exit_code == 1 and "404" in foreign.output
+    assert (
+        json.loads(runner.invoke(app, ["queue", "dm:other", "--json"]).stdout)[0]["status"]
+        == "queued"
+    )
     cancelled = runner.invoke(app, ["queue", "dm:ent_q", "--cancel", item_id, "--json"])
     assert cancelled.exit_code == 0
     assert json.loads(cancelled.stdout)[0]["disposition"] == "cancelled"
+    # The cancel is announced on the session's stream, as the API's cancel always was.
+    announced = server.coordination.read_stream(session.id, after, block_ms=0)
+    assert [(e.type, e.data["queue_item_id"]) for e in announced] == [
+        ("queue.item.dropped", item_id)
+    ]
     again = runner.invoke(app, ["queue", "dm:ent_q", "--cancel", item_id])
-    assert again.exit_code == 1 and "cannot cancel" in again.output
+    assert again.exit_code == 1 and "409" in again.output and "not waiting" in again.output
 
 
 def test_tree_shows_the_chain_and_its_forks(three_turns: list[str]) -> None:
@@ -109,17 +127,15 @@ def test_tree_shows_the_chain_and_its_forks(three_turns: list[str]) -> None:
 
 
 def test_tree_shows_a_compaction_with_its_summary_first_line(
-    three_turns: list[str], tmp_path: Path
+    three_turns: list[str], server: Nexus
 ) -> None:
-    database = Database(f"sqlite:///{tmp_path / '.nexus' / 'nexus.db'}")
-    engine = bootstrap(Settings(), database=database).engine  # the offline model
+    database, engine = server.database, server.engine  # the offline model
     with database.unit_of_work() as uow:
         session = uow.ledger.sessions.resolve("dm:ent_cli")
         assert session is not None
         epoch = uow.ledger.sessions.claim(session.id)
         uow.commit()
     compaction = engine.compact(session.id, epoch=epoch)
-    database.dispose()
     assert compaction.status == "committed" and compaction.summary
     headline = compaction.summary.splitlines()[0]
     assert "the invoice is due Friday" in headline

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -166,6 +166,8 @@ class QueueItemView(BaseModel):
     attempts: int
     enqueued_at: int
     consumed_by_turn_id: str | None
+    # What the item carries besides its event (say, a notice's kind).
+    payload: dict[str, Any] = Field(default_factory=dict)
     position: int | None = None  # in line among the open items (1: next, or running)
     age_ms: int | None = None  # how long an open item has waited
 
@@ -183,6 +185,7 @@ class QueueItemView(BaseModel):
             attempts=item.attempts,
             enqueued_at=item.enqueued_at,
             consumed_by_turn_id=item.consumed_by_turn_id,
+            payload=item.payload,
         )
 
 
@@ -205,6 +208,7 @@ class TreeTurn(BaseModel):
     query: str | None
     answer: str | None
     summary: str | None  # a compaction's summary, first line; None for other turns
+    thinking: str | None = None  # the turn's first extended thinking, shortened
     branches: list[Branch]
 
 

@@ -8,6 +8,7 @@ from sqlalchemy import Connection
 
 from nexus.ids import Clock, now_ms
 from nexus.ledger.repository.agents import AgentRepository
+from nexus.ledger.repository.dead_letters import DeadLetterRepository
 from nexus.ledger.repository.deliveries import DeliveryRepository
 from nexus.ledger.repository.entities import EntityRepository
 from nexus.ledger.repository.errors import (
@@ -112,6 +113,10 @@ class Ledger:
     @cached_property
     def tasks(self) -> TaskRepository:
         return TaskRepository(self.connection, self.clock)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetterRepository:
+        return DeadLetterRepository(self.connection, self.clock)
 
 
 __all__ = [
