@@ -24,7 +24,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,7 +41,7 @@ from nexus.ledger.models import metadata
 from tests.fakes.anthropic_server import FakeAnthropicServer, Received
 from tests.integration.processes import nexus_process
 from tests.integration.session_support import cluster, on_fake_model
-from tests.integration.worker_process import wait_for
+from tests.integration.worker_process import wait_for, worker_environment
 from tests.support import free_port, port_open
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -172,40 +171,39 @@ def test_an_injected_email_leaks_no_credential_and_no_environment(
     watched_db: Database, tmp_path: Path, foreign: ForeignHost
 ) -> None:
     api_port = free_port()
-    settings = {
+    environment = {
+        **worker_environment(watched_db.url),
         "NEXUS_CREDENTIAL_GITHUB": CANARY,
         "NEXUS_CREDENTIAL_GITHUB_HOSTS": "api.github.com",
         "NEXUS_API_URL": f"http://127.0.0.1:{api_port}",
         "NEXUS_API_TOKENS": TOKEN,
         "NEXUS_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        # Nothing crashes here: the production lease (not the suite's 2 s) keeps a starved
+        # CI machine from fencing the one turn and running its tools twice.
+        "NEXUS_SESSION_LEASE_MS": "30000",
     }
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "ANTHROPIC_"))}
     with (
         FakeAnthropicServer() as model,
+        # The API starts while the worker does; both share the worker's settings.
+        nexus_process(
+            ["api", "--port", str(api_port)], tmp_path / "api.log", {**inherited, **environment}
+        ),
         cluster(
             watched_db,
             tmp_path,
             mode=QueueMode.QUEUE,
             capabilities=("http", "sandbox"),
             worker_app="tests.reliability.loopback_worker",
-            extra_env={**settings, **on_fake_model(model)},
+            extra_env={**environment, **on_fake_model(model)},
         ) as nodes,
-        ExitStack() as stack,
+        httpx.Client(
+            base_url=f"http://127.0.0.1:{api_port}",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        ) as api,
     ):
-        api_environment = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "ANTHROPIC_"))},
-            **nodes.environment,
-        }
-        stack.enter_context(
-            nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", api_environment)
-        )
         wait_for(lambda: port_open(api_port), timeout=60, what="the API")
-        api = stack.enter_context(
-            httpx.Client(
-                base_url=f"http://127.0.0.1:{api_port}",
-                headers={"Authorization": f"Bearer {TOKEN}"},
-                timeout=30,
-            )
-        )
         _grant_everything(api, watched_db)
         worker_pid, port = nodes.workers[0].pid, foreign.port
         [probe] = model.reply_tool_uses([("run_python", {"code": _program(worker_pid, port)})])
@@ -287,7 +285,7 @@ def _grant_everything(api: httpx.Client, database: Database) -> None:
         atlas = uow.ledger.agents.ensure("atlas")  # the default policy's persona
     permissions = {
         "credentials": ["github"],
-        "sandbox": {},
+        "sandbox": {"timeout_seconds": 60},  # a starved machine still runs the probe
         "network": {"allow": ["127.0.0.1"]},
     }
     granted = api.patch(f"/v1/agents/{atlas.id}", json={"permissions": permissions})
