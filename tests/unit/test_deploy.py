@@ -17,7 +17,7 @@ import yaml
 from pydantic import AliasChoices, SecretStr
 from typer.testing import CliRunner
 
-from nexus.access.policy import load_policies, parse_policies
+from nexus.access.policy import Principal, Venue, decide, load_policies, parse_policies
 from nexus.adapters.celery_broker import QUEUES
 from nexus.cli.app import app
 from nexus.hooks.loader import load_hooks
@@ -372,7 +372,24 @@ def test_the_example_policies_in_the_comments_are_valid() -> None:
     text = (ROOT / "deploy" / "policies.yaml").read_text()
     commented = [line[2:] for line in text.splitlines() if line.startswith(("# - ", "#   "))]
     examples = parse_policies("\n".join(commented), source="the commented examples")
-    assert [policy.name for policy in examples] == ["team-channel", "no-sms-from-strangers"]
+    assert [policy.name for policy in examples] == [
+        "team-channel",
+        "sms-from-the-owner",
+        "no-sms-from-anyone-else",
+    ]
+
+
+def test_the_example_sms_rules_admit_the_owner_only() -> None:
+    """Every sender has an entity from their first message, so a first-time texter is a
+    `known` principal, not `unknown`: the example must deny them, not only senderless events."""
+    text = (ROOT / "deploy" / "policies.yaml").read_text()
+    commented = [line[2:] for line in text.splitlines() if line.startswith(("# - ", "#   "))]
+    rules = [*parse_policies("\n".join(commented)), *load_policies(None)]
+    sms = Venue(platform="twilio", peer_kind="dm", peer_id="+15550100")
+    stranger = decide(rules, Principal(type="known", entity_id="ent_stranger"), sms)
+    owner = decide(rules, Principal(type="owner", entity_id="ent_owner"), sms)
+    assert (stranger.allowed, stranger.policy) == (False, "no-sms-from-anyone-else")
+    assert (owner.allowed, owner.session_key) == (True, "dm:ent_owner")
 
 
 # --- deploy/env.example, deploy/Dockerfile --------------------------------------------
