@@ -23,6 +23,10 @@ from nexus.doorbell import Doorbell
 from nexus.event import NexusEvent
 from nexus.ingest.service import Ingested, ingest
 
+# A re-sync reads mail received from this long before the last sync: Gmail's receipt time
+# and our clock need not agree, and what is read twice is stored once anyway.
+RESYNC_OVERLAP_S = 3600
+
 
 class GmailError(Exception):
     """Gmail could not be asked (not configured, refused, or unreachable). The message
@@ -126,7 +130,7 @@ def sync_mailbox(
         # Read the current id before listing: whatever arrives meanwhile is in the history
         # after it as well, and stored once.
         reached = gmail.current_history_id()
-        after_s = state.synced_at // 1000 if state.synced_at else None
+        after_s = state.synced_at // 1000 - RESYNC_OVERLAP_S if state.synced_at else None
         message_ids = list(reversed(gmail.recent(after_s=after_s, limit=resync_limit)))
         resynced = True
     stored = _store_messages(database, gmail, doorbell, message_ids)
