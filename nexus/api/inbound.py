@@ -92,7 +92,7 @@ async def _handle(request: Request, graph: Nexus, name: str, record: Record = in
     return JSONResponse(Accepted(accepted=stored).model_dump())
 
 
-@router.post("/gmail", responses=PLATFORM_ANSWERS)
+@router.post("/gmail", response_model=Accepted)
 async def gmail_push(request: Request, graph: NexusDep) -> Response:
     """Gmail's push through Cloud Pub/Sub (`?token=`): recorded, then a worker reads the
     mailbox's new messages (before `/{adapter}`, which would take it otherwise)."""
