@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import structlog
 
+from nexus.adapters.gmail_api import GmailApi
 from nexus.bootstrap import Nexus
 from nexus.ingest.gmail import GmailError, sync_mailbox
 from nexus.timer.gmail_watch import renew_watch
@@ -45,6 +46,13 @@ def gmail_on_tick(runtime: Nexus) -> None:
     gmail, topic = runtime.gmail, runtime.settings.gmail_topic
     if gmail is None:
         return
+    try:
+        _renew_and_sync(runtime, gmail, topic)
+    except Exception:  # a database outage: the tick's own work is done; next minute again
+        log.warning("gmail_tick_failed", exc_info=True)
+
+
+def _renew_and_sync(runtime: Nexus, gmail: GmailApi, topic: str | None) -> None:
     if topic:
         try:
             watch = renew_watch(runtime.database, gmail, topic=topic, now_ms=runtime.clock())

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from nexus.adapters.inbound.base import Rejected
-from nexus.adapters.inbound.gmail import OWN_LABELS, message_event
+from nexus.adapters.inbound.gmail import OWN_LABELS, message_event, unreadable_event
 from nexus.engine.credentials import CredentialError, SecretSource
 from nexus.engine.destinations import DEFAULT_PORTS, Destination, credential_refusal
 from nexus.event import NexusEvent
@@ -138,9 +138,13 @@ class GmailApi:
             return None
         body = self._json(response, "messages.get")
         try:
-            return message_event(body, self.address)
+            # Validated as it will be stored (`model_copy` does not validate).
+            return NexusEvent.model_validate(dict(message_event(body, self.address)))
         except Rejected as error:
-            raise GmailError(f"message {message_id}: {error.reason}") from None
+            return unreadable_event(message_id, error.reason)
+        except (ValueError, TypeError, LookupError, AttributeError, RecursionError) as error:
+            # Hostile MIME, or a field the ledger cannot hold: recorded, never a stuck sync.
+            return unreadable_event(message_id, f"{type(error).__name__}: {str(error)[:200]}")
 
     def recent(self, *, after_s: int | None, limit: int) -> list[str]:
         params: dict[str, Any] = {"labelIds": "INBOX", "maxResults": limit}

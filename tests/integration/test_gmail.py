@@ -237,6 +237,22 @@ def test_a_gmail_failure_leaves_the_watermark_for_the_retry(
     assert synced.stored == (f"gmail:{first}", f"gmail:{second}")
 
 
+def test_a_message_nexus_cannot_read_is_recorded_and_the_sync_moves_past_it(
+    database: Database, clock: FakeClock, fake: FakeGmail
+) -> None:
+    api = _api(fake, clock)
+    _sync(database, api)
+    broken, fine = fake.deliver(_mail("broken")), fake.deliver(_mail("fine"))
+    fake.serve_next("get", {"id": broken, "threadId": broken, "raw": 17})  # not format=raw
+    synced = _sync(database, api)
+    assert synced.stored == (f"gmail:{broken}", f"gmail:{fine}")
+    with database.reading() as uow:
+        unreadable = uow.ledger.events.get(f"gmail:{broken}")
+    assert unreadable is not None and unreadable.kind == "unsupported"
+    assert _gmail_events(database) == [f"gmail:{fine}"]
+    assert _watermark(database) == fake.history_id
+
+
 # --- the push endpoint ------------------------------------------------------------------------
 
 

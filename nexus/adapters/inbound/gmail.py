@@ -157,3 +157,17 @@ def message_event(resource: dict[str, Any], mailbox: str) -> NexusEvent:
             update={"kind": "bot_echo", "ignore_reason": f"written by this mailbox ({why})"}
         )
     return event
+
+
+def unreadable_event(message_id: str, reason: str) -> NexusEvent:
+    """A message Nexus cannot read, recorded as such (never a turn): the mailbox's sync
+    moves past it rather than stopping on it for good."""
+    return NexusEvent(
+        id=event_id("gmail:", message_id),
+        adapter="gmail",
+        platform="email",
+        kind="unsupported",
+        ignore_reason=f"unreadable Gmail message: {reason[:300]}",
+        occurred_at=0,
+        raw={"id": message_id},
+    )
