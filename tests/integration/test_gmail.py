@@ -253,6 +253,17 @@ def test_a_message_nexus_cannot_read_is_recorded_and_the_sync_moves_past_it(
     assert _watermark(database) == fake.history_id
 
 
+def test_the_recorded_history_answer_is_read_as_gmail_sends_it(
+    clock: FakeClock, fake: FakeGmail
+) -> None:
+    recorded = json.loads((FIXTURES / "history_list.json").read_text())
+    fake.serve_next("history", recorded)
+    page = _api(fake, clock).history(1234567000)
+    # The INBOX message; the one the mailbox sent (label SENT) is never fetched.
+    assert page.message_ids == ("18c9f2a4b7e3d001",)
+    assert (page.history_id, page.next_page) == (1234567890, None)
+
+
 # --- the push endpoint ------------------------------------------------------------------------
 
 
