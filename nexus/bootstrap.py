@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from pydantic import SecretStr
 
+    from nexus.adapters.gmail_api import GmailApi
     from nexus.adapters.platform_files import PlatformFiles
     from nexus.operations.security import SecurityEvents
 
@@ -343,7 +344,27 @@ class Nexus:
             return self._senders
         from nexus.adapters.outbound.registry import build_senders
 
-        return build_senders(self.settings)
+        return build_senders(self.settings, gmail=self.gmail)
+
+    @cached_property
+    def gmail(self) -> GmailApi | None:
+        """The Gmail mailbox (NEXUS_GMAIL_*), or None when the channel is off."""
+        settings = self.settings
+        if not settings.gmail_mailbox or not settings.gmail_credential:
+            return None
+        from nexus.adapters.gmail_api import GmailApi
+        from nexus.adapters.outbound.http import new_client
+        from nexus.adapters.secrets import EnvironmentSecrets
+
+        return GmailApi(
+            mailbox=settings.gmail_mailbox,
+            credential=settings.gmail_credential,
+            secrets=EnvironmentSecrets(settings.secrets_file),
+            api_base=settings.gmail_api_base,
+            token_url=settings.gmail_token_url,
+            client=new_client(),
+            clock=self.clock,
+        )
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:
@@ -379,6 +400,9 @@ class Nexus:
             self.hook_pool.close()
         if "platform_files" in self.__dict__:
             self.platform_files.close()
+        gmail = self.__dict__.get("gmail")
+        if gmail is not None:
+            gmail.close()
 
 
 def bootstrap(

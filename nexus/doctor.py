@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import redis
 from sqlalchemy import text
@@ -270,4 +272,91 @@ def run_checks(settings: Settings) -> list[Check]:
         check_secrets(settings),
         check_sandbox(),
         check_credential_hosts(settings),
+        check_gmail(settings),
     ]
+
+
+_GMAIL_FIELDS = ("client_id", "client_secret", "refresh_token")
+
+
+def _gmail_credential(
+    settings: Settings, credential: str, environ: Mapping[str, str]
+) -> tuple[str | None, tuple[str, ...], str]:
+    """The credential's value and declared hosts, and where they were looked for."""
+    variable = f"NEXUS_CREDENTIAL_{credential.upper()}"
+    value, hosts = environ.get(variable) or None, environ.get(f"{variable}_HOSTS")
+    entry = None
+    if settings.secrets_file:
+        try:
+            entry = read_credentials_file(Path(settings.secrets_file)).get(credential)
+        except SecretsFileError:
+            entry = None  # check_secrets says what is wrong with the file
+    if value is None and entry is not None:
+        value = entry.value or None
+    declared = tuple(h for h in (hosts or "").split(",") if h.strip())
+    if hosts is None and entry is not None:
+        declared = entry.hosts
+    where = variable + (f" or {settings.secrets_file}" if settings.secrets_file else "")
+    return value, declared, where
+
+
+def check_gmail(settings: Settings, environ: Mapping[str, str] | None = None) -> Check:
+    """Gmail's settings hang together: each part named when another is set without it.
+    Offline: the credential's fields and declared hosts are read, never shown or used."""
+    environ = os.environ if environ is None else environ
+    mailbox, credential = settings.gmail_mailbox, settings.gmail_credential
+    push, topic = settings.gmail_push_token, settings.gmail_topic
+    if not (mailbox or credential or push or topic):
+        return Check("gmail", "ok", "not configured: the Gmail channel is off")
+    failures: list[str] = []
+    warnings: list[str] = []
+    if not mailbox:
+        failures.append("NEXUS_GMAIL_MAILBOX is not set (the address Nexus reads and answers)")
+    if not credential:
+        failures.append(
+            "NEXUS_GMAIL_CREDENTIAL is not set (the id of the credential holding the OAuth "
+            "client and refresh token)"
+        )
+    elif not CREDENTIAL_ID.match(credential):
+        failures.append(f"NEXUS_GMAIL_CREDENTIAL {credential!r} is not a credential id")
+    else:
+        value, hosts, where = _gmail_credential(settings, credential, environ)
+        if value is None:
+            failures.append(f"credential {credential!r} is not set ({where})")
+        else:
+            try:
+                found = json.loads(value)
+            except ValueError:
+                found = None
+            fields = found if isinstance(found, dict) else {}
+            missing = [name for name in _GMAIL_FIELDS if not fields.get(name)]
+            if missing:
+                failures.append(
+                    f"credential {credential!r} must be JSON with {', '.join(_GMAIL_FIELDS)}; "
+                    f"it lacks {', '.join(missing)}"
+                )
+        if not hosts:
+            failures.append(
+                f"credential {credential!r} declares no hosts, so it is sent nowhere: set "
+                f"NEXUS_CREDENTIAL_{credential.upper()}_HOSTS="
+                f"{_host(settings.gmail_token_url)},{_host(settings.gmail_api_base)}"
+            )
+    if not push:
+        warnings.append(
+            "NEXUS_GMAIL_PUSH_TOKEN is not set: pushes answer 401 (the timer still reads the "
+            "mailbox every minute)"
+        )
+    if not topic:
+        warnings.append(
+            "NEXUS_GMAIL_TOPIC is not set: no users.watch, so Gmail pushes nothing (the timer "
+            "still reads the mailbox every minute)"
+        )
+    if failures:
+        return Check("gmail", "fail", "; ".join(failures + warnings), "see docs/adapters.md")
+    if warnings:
+        return Check("gmail", "warn", "; ".join(warnings), "see docs/adapters.md")
+    return Check("gmail", "ok", f"{mailbox}: credential {credential!r}, watch on {topic}")
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or url

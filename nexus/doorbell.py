@@ -25,6 +25,11 @@ class Doorbell(Protocol):
         """A reply chunk may be sent (now, or after `delay_ms`: a retry's backoff)."""
         ...
 
+    def mailbox_changed(self, mailbox: str) -> None:
+        """A mailbox said it changed (a Gmail push): read its new messages. The timer
+        reads them within a minute anyway, so a lost ring only delays them."""
+        ...
+
 
 @dataclass
 class RecordingDoorbell:
@@ -35,6 +40,7 @@ class RecordingDoorbell:
     sessions: list[str] = field(default_factory=list)
     later: list[tuple[str, int]] = field(default_factory=list)
     deliveries: list[tuple[str, int]] = field(default_factory=list)
+    mailboxes: list[str] = field(default_factory=list)
 
     def event_received(self, event_id: str) -> None:
         self.events.append(event_id)
@@ -50,6 +56,9 @@ class RecordingDoorbell:
 
     def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
         self.deliveries.append((delivery_id, delay_ms))
+
+    def mailbox_changed(self, mailbox: str) -> None:
+        self.mailboxes.append(mailbox)
 
 
 class DeferredDoorbell:
@@ -69,6 +78,9 @@ class DeferredDoorbell:
         return None
 
     def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
+        return None
+
+    def mailbox_changed(self, mailbox: str) -> None:
         return None
 
 
@@ -106,3 +118,6 @@ class CoalescingDoorbell:
 
     def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
         self._inner.delivery_ready(delivery_id, delay_ms)
+
+    def mailbox_changed(self, mailbox: str) -> None:
+        self._inner.mailbox_changed(mailbox)

@@ -111,6 +111,20 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_starttls: bool = True
     email_from: str | None = None
+    # Gmail through the Gmail API (docs/adapters.md "Connect Gmail"). Unset mailbox or
+    # credential: the channel is off. The credential id names NEXUS_CREDENTIAL_<ID> (or a
+    # secrets file entry) holding {"client_id", "client_secret", "refresh_token"} as JSON;
+    # the push token is the `?token=` in the Pub/Sub push endpoint's URL; the topic is
+    # what `users.watch` publishes to (unset: no watch, the timer's sync alone finds mail).
+    gmail_mailbox: str | None = None
+    gmail_credential: str | None = None
+    gmail_push_token: SecretStr | None = None
+    gmail_topic: str | None = None
+    gmail_api_base: str = "https://gmail.googleapis.com"
+    gmail_token_url: str = "https://oauth2.googleapis.com/token"  # noqa: S105 - a URL
+    # After a history id Gmail no longer knows (404), at most this many recent INBOX
+    # messages are read again.
+    gmail_resync_limit: int = Field(default=50, ge=1, le=500)
     # Inbound images and PDFs the model reads but cannot open by URL (Telegram, Slack,
     # WhatsApp Cloud) are fetched at turn time with the tokens above: at most this many
     # bytes (the Messages API takes images up to 5 MB), within this many seconds.
@@ -196,6 +210,11 @@ class Settings(BaseSettings):
         if self.model:
             return self.model
         return DEFAULT_ANTHROPIC_MODEL if self.anthropic_api_key else SCRIPTED_MODEL
+
+    @property
+    def gmail_enabled(self) -> bool:
+        """True when the Gmail channel is configured (a mailbox and its credential)."""
+        return bool(self.gmail_mailbox and self.gmail_credential)
 
     @property
     def embedded(self) -> bool:

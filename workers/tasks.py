@@ -17,6 +17,7 @@ from nexus.ingest.relay import relay
 from nexus.sessions.watchdog import ring_orphaned
 from nexus.settings import get_settings
 from nexus.timer.tick import tick
+from workers.gmail import gmail_on_tick, sync_gmail
 
 log = structlog.get_logger(__name__)
 _building = threading.Lock()
@@ -66,6 +67,7 @@ def timer_tick() -> int:
     with runtime.database.unit_of_work() as uow:
         folded = uow.ledger.metrics.fold()  # /metrics' deltas, even where nobody scrapes
         uow.commit()
+    gmail_on_tick(runtime)
     log.info(
         "timer_tick",
         metric_deltas_folded=folded,
@@ -100,6 +102,13 @@ def send_delivery(delivery_id: str) -> str:
     with bound_contextvars(task="nexus.delivery.send", delivery_id=delivery_id):
         outcome: str = _runtime().delivery_service.send(delivery_id)
     return outcome
+
+
+@shared_task(name="nexus.gmail.sync")
+def gmail_sync(mailbox: str) -> int:
+    """A Gmail push was recorded: store the mailbox's new messages."""
+    with bound_contextvars(task="nexus.gmail.sync"):
+        return sync_gmail(_runtime(), mailbox)
 
 
 @worker_process_init.connect

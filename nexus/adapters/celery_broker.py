@@ -60,6 +60,7 @@ def create_celery(settings: Settings) -> Celery:
                 ("delivery", "delivery"),
                 ("hooks", "hooks"),
                 ("timer", "timer"),
+                ("gmail", "events"),
             )
         },
         # Task events for Flower (the same as `worker -E`).
@@ -90,6 +91,9 @@ class CeleryDoorbell:
     def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
         countdown = delay_ms / 1000 if delay_ms > 0 else None
         self._app.send_task("nexus.delivery.send", args=[delivery_id], countdown=countdown)
+
+    def mailbox_changed(self, mailbox: str) -> None:
+        self._app.send_task("nexus.gmail.sync", args=[mailbox])
 
 
 def ping_workers(app: Celery, timeout_s: float) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -14,8 +16,16 @@ from nexus.api.body import read_limited
 from nexus.api.deps import NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.bootstrap import Nexus
-from nexus.ingest.service import ingest
+from nexus.db import UnitOfWork
+from nexus.doorbell import Doorbell
+from nexus.event import NexusEvent
+from nexus.ingest.gmail import record_push
+from nexus.ingest.service import Ingested, ingest
 from nexus.ledger.strings import AdapterName
+
+# How a delivery's events are recorded in the request's unit of work (a Gmail push also
+# rings its mailbox's sync).
+Record = Callable[[UnitOfWork, Sequence[NexusEvent], Doorbell], list[Ingested]]
 
 router = APIRouter(prefix="/v1/inbound", tags=["inbound"], responses=error_responses(404))
 
@@ -51,16 +61,16 @@ def _adapter(graph: Nexus, name: str) -> InboundAdapter:
     return adapter
 
 
-def _store(graph: Nexus, outcome: InboundOutcome) -> list[Stored]:
+def _store(graph: Nexus, outcome: InboundOutcome, record: Record = ingest) -> list[Stored]:
     with graph.database.unit_of_work() as uow:
-        results = ingest(uow, outcome.events, graph.doorbell)
+        results = record(uow, outcome.events, graph.doorbell)
         uow.commit()
     return [
         Stored(event_id=r.event_id, duplicate=not r.stored, routable=r.routable) for r in results
     ]
 
 
-async def _handle(request: Request, graph: Nexus, name: str) -> Response:
+async def _handle(request: Request, graph: Nexus, name: str, record: Record = ingest) -> Response:
     adapter = _adapter(graph, name)
     body = await read_limited(request, graph.settings.max_body_bytes)
     inbound = InboundRequest(
@@ -72,7 +82,7 @@ async def _handle(request: Request, graph: Nexus, name: str) -> Response:
     )
     adapter.verify(inbound, now_ms=graph.clock())
     outcome = adapter.parse(inbound)
-    stored = await run_in_threadpool(_store, graph, outcome) if outcome.events else []
+    stored = await run_in_threadpool(_store, graph, outcome, record) if outcome.events else []
     # The platform hears back only now, after the commit: a 2xx always means "recorded".
     if outcome.answer is not None:
         answer = outcome.answer
@@ -81,6 +91,15 @@ async def _handle(request: Request, graph: Nexus, name: str) -> Response:
         # A challenge echoed as text, or TwiML: the platform wants the bytes verbatim.
         return Response(str(answer.body), media_type=answer.media_type)
     return JSONResponse(Accepted(accepted=stored).model_dump())
+
+
+@router.post("/gmail", response_model=Accepted)
+async def gmail_push(request: Request, graph: NexusDep) -> Response:
+    """Gmail's push through Cloud Pub/Sub (`?token=`): recorded, then a worker reads the
+    mailbox's new messages (before `/{adapter}`, which would take it otherwise)."""
+    settings = graph.settings
+    mailbox = settings.gmail_mailbox if settings.gmail_enabled else None
+    return await _handle(request, graph, "gmail", partial(record_push, mailbox=mailbox))
 
 
 @router.post("/{adapter}", responses=PLATFORM_ANSWERS)

@@ -463,3 +463,13 @@ class DeliveryRecord(Record):
     next_attempt_at: int | None
     created_at: int
     updated_at: int
+
+
+class MailboxRecord(Record):
+    """A Gmail mailbox's watermark: every message up to `history_id` is stored."""
+
+    mailbox: str
+    history_id: int | None  # None: never synced (the next sync starts from now)
+    synced_at: int | None  # when a sync last stored everything up to history_id
+    watch_expires_at: int | None  # when Gmail stops pushing unless the watch is renewed
+    updated_at: int

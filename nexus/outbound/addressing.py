@@ -10,12 +10,14 @@ from nexus.ledger.records import EventRecord
 
 # Adapters that can carry a reply back; each has a sender in nexus.adapters.outbound.
 SENDERS = frozenset({"telegram", "slack", "discord", "whatsapp", "twilio", "email", "webhook"})
+SENDERS |= {"gmail"}  # Gmail natively: replies with messages.send in the mail's thread
 # Triggers from inside Nexus (a worker's result, a hook, the timer): their answer goes to
 # wherever the session last heard from a person.
 INTERNAL_TRIGGERS = ARRIVAL_INTERNAL_TRIGGERS
 # Adapters whose reply address reads the platform's raw update (a Discord interaction's
 # token, an email's subject and whole Message-ID); the others need the event's columns only.
 ADDRESSED_FROM_PAYLOAD = frozenset({"discord", "email"})
+ADDRESSED_FROM_PAYLOAD |= {"gmail"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ def address_for(event: EventRecord, payload: dict[str, Any]) -> Address | None:
         return Address("email", "email", _present(email), None)
     if event.adapter == "webhook":
         return Address("webhook", "webhook", {"in_reply_to": event.id}, None)
+    if event.adapter == "gmail" and event.sender_id:
+        return _gmail(event, payload)
     return None
 
 
@@ -83,3 +87,31 @@ def _present(values: dict[str, Any]) -> dict[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+# References keeps the thread's ids; a long thread's list is cut to its first and last ones
+# (RFC 5322 3.6.4 allows it), so the header stays a sane length.
+MAX_REFERENCES = 20
+
+
+def _gmail(event: EventRecord, payload: dict[str, Any]) -> Address:
+    """A reply in the Gmail thread: threadId for Gmail, In-Reply-To and References for
+    every other client (Gmail threads by them and the subject too)."""
+    subject = str(payload.get("subject") or "").strip()
+    reply_subject = subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    original = _text(payload.get("message_id")) or event.message_id
+    headers = payload.get("headers")
+    earlier = headers.get("references") if isinstance(headers, dict) else None
+    references = (earlier.split() if isinstance(earlier, str) else []) + (
+        [f"<{original.strip('<>')}>"] if original else []
+    )
+    if len(references) > MAX_REFERENCES:
+        references = [references[0], *references[-(MAX_REFERENCES - 1) :]]
+    target = {
+        "to": event.sender_id,
+        "subject": reply_subject if subject else "Re: your message",
+        "in_reply_to": original,
+        "references": " ".join(references) or None,
+        "thread_id": event.platform_thread_id,
+    }
+    return Address("gmail", "email", _present(target), None)

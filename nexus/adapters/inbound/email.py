@@ -89,25 +89,44 @@ class EmailAdapter:
 
 
 def _from_rfc822(body: bytes) -> NexusEvent:
+    return rfc822_event(body)
+
+
+def rfc822_event(
+    body: bytes,
+    *,
+    event_id: str | None = None,
+    adapter: str = "email",
+    thread: str | None = None,
+    occurred_at: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> NexusEvent:
+    """An RFC 822 message as an event. By default keyed by its Message-ID, threaded by its
+    References and dated by its Date; a mailbox API that knows better (Gmail's message id,
+    thread id and received time) passes its own, and `extra` fields for the raw record."""
     if not body.strip():
         raise MalformedRequest("the body is empty: expected an RFC 822 message")
     message = message_from_bytes(body, policy=policy.default)
     assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage
     headers = header_map(message)
     own_id = message_id(headers.get("message-id"))
-    if own_id is None:
-        raise MalformedRequest("an email needs a Message-ID: it is how a redelivery is known")
+    if event_id is None:
+        if own_id is None:
+            raise MalformedRequest("an email needs a Message-ID: it is how a redelivery is known")
+        event_id = _event_id("", own_id)
     text = strip_quoted(readable_body(message))
     attachments = mime_attachments(message)
     event = _event(
-        event_id=_event_id("", own_id),
+        event_id=event_id,
+        adapter=adapter,
         headers=headers,
         text=text,
-        thread=thread_root(headers.get("references"), headers.get("in-reply-to")),
-        occurred_at=date_ms(headers.get("date")),
+        thread=thread or thread_root(headers.get("references"), headers.get("in-reply-to")),
+        occurred_at=occurred_at if occurred_at is not None else date_ms(headers.get("date")),
         attachments=attachments,
         # Never the MIME bytes themselves: attachments can be megabytes.
         raw={
+            **(extra or {}),
             "headers": {k: headers[k] for k in _KEPT_HEADERS if k in headers},
             "text": text,
             "attachments": [a.model_dump(exclude_none=True) for a in attachments],
@@ -176,6 +195,7 @@ def _event_id(kind: str, provider_id: str) -> str:
 def _event(
     *,
     event_id: str,
+    adapter: str = "email",
     headers: dict[str, str],
     text: str,
     thread: str | None,
@@ -189,7 +209,7 @@ def _event(
     to = getaddresses([headers.get("delivered-to") or headers.get("to", "")])
     return NexusEvent(
         id=event_id,
-        adapter="email",
+        adapter=adapter,
         platform="email",
         space=to[0][1].lower() if to and to[0][1] else None,
         # Email has no groups in this model: every sender is their own conversation.

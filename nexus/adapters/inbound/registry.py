@@ -7,6 +7,7 @@ from nexus.adapters.inbound.bounds import Guarded
 from nexus.adapters.inbound.discord import DiscordAdapter
 from nexus.adapters.inbound.email import EmailAdapter
 from nexus.adapters.inbound.github import GitHubAdapter
+from nexus.adapters.inbound.gmail import GmailPushAdapter
 from nexus.adapters.inbound.slack import SlackAdapter
 from nexus.adapters.inbound.telegram import TelegramAdapter
 from nexus.adapters.inbound.twilio import TwilioAdapter
@@ -29,5 +30,6 @@ def build_adapters(settings: Settings) -> dict[str, InboundAdapter]:
         EmailAdapter(revealed(settings.webhook_secret)),
         GitHubAdapter(revealed(settings.github_webhook_secret)),
         StandardWebhookAdapter(revealed(settings.webhook_secret)),
+        GmailPushAdapter(revealed(settings.gmail_push_token), settings.gmail_mailbox),
     ]
     return {adapter.name: Guarded(adapter) for adapter in adapters}

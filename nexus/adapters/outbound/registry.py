@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from nexus.adapters.gmail_api import GmailApi
 from nexus.adapters.outbound.discord import DiscordSender
 from nexus.adapters.outbound.email import EmailSender
+from nexus.adapters.outbound.gmail import GmailSender
 from nexus.adapters.outbound.slack import SlackSender
 from nexus.adapters.outbound.telegram import TelegramSender
 from nexus.adapters.outbound.twilio import TwilioSender
@@ -13,7 +15,7 @@ from nexus.outbound.ports import Sender
 from nexus.settings import Settings, revealed
 
 
-def build_senders(settings: Settings) -> dict[str, Sender]:
+def build_senders(settings: Settings, *, gmail: GmailApi | None = None) -> dict[str, Sender]:
     """One sender per adapter; one without its credentials refuses with a clear error."""
     senders: list[Sender] = [
         TelegramSender(revealed(settings.telegram_bot_token), settings.telegram_api_base),
@@ -35,5 +37,6 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             starttls=settings.smtp_starttls,
         ),
         WebhookSender(settings.webhook_reply_url, revealed(settings.webhook_secret)),
+        GmailSender(gmail),
     ]
     return {sender.name: sender for sender in senders}

@@ -2,6 +2,7 @@
 
 from nexus.ledger.models.agents import Agent, AgentCapability, Capability
 from nexus.ledger.models.base import Base, table_of
+from nexus.ledger.models.channels import GmailMailbox
 from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
@@ -21,6 +22,7 @@ __all__ = [
     "Delivery",
     "Entity",
     "Event",
+    "GmailMailbox",
     "Hook",
     "HookInvocation",
     "Message",

@@ -20,6 +20,7 @@ from nexus.ledger.repository.errors import (
     SessionArchived,
 )
 from nexus.ledger.repository.events import EventRepository
+from nexus.ledger.repository.gmail import GmailRepository
 from nexus.ledger.repository.hooks import HookRepository
 from nexus.ledger.repository.identity import IdentityRepository
 from nexus.ledger.repository.metrics import MetricsRepository
@@ -117,6 +118,10 @@ class Ledger:
     @cached_property
     def dead_letters(self) -> DeadLetterRepository:
         return DeadLetterRepository(self.connection, self.clock)
+
+    @cached_property
+    def gmail(self) -> GmailRepository:
+        return GmailRepository(self.connection, self.clock)
 
 
 __all__ = [
