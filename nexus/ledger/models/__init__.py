@@ -2,6 +2,7 @@
 
 from nexus.ledger.models.agents import Agent, AgentCapability, Capability
 from nexus.ledger.models.base import Base, table_of
+from nexus.ledger.models.files import FileSighting, StoredFile
 from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
@@ -21,6 +22,7 @@ __all__ = [
     "Delivery",
     "Entity",
     "Event",
+    "FileSighting",
     "Hook",
     "HookInvocation",
     "Message",
@@ -30,6 +32,7 @@ __all__ = [
     "Session",
     "SessionAlias",
     "SessionHistory",
+    "StoredFile",
     "Thread",
     "TimerState",
     "ToolCall",

@@ -19,6 +19,7 @@ from nexus.ledger.repository.errors import (
     SessionArchived,
 )
 from nexus.ledger.repository.events import EventRepository
+from nexus.ledger.repository.files import FileRepository
 from nexus.ledger.repository.hooks import HookRepository
 from nexus.ledger.repository.identity import IdentityRepository
 from nexus.ledger.repository.metrics import MetricsRepository
@@ -107,6 +108,10 @@ class Ledger:
     @cached_property
     def workers(self) -> WorkerRepository:
         return WorkerRepository(self.connection, self.clock)
+
+    @cached_property
+    def files(self) -> FileRepository:
+        return FileRepository(self.connection, self.clock)
 
 
 __all__ = [
