@@ -227,3 +227,26 @@ def test_the_doctor_names_a_missing_or_unreadable_folder(tmp_path: Path) -> None
     assert missing.status == "fail" and "does not exist" in missing.detail
     assert check_files(Settings()).status == "ok"
     assert check_files(Settings(files_dir=str(tmp_path))).detail == f"watching {tmp_path}"
+
+
+def test_the_worker_task_scans_the_configured_folder(tmp_path: Path) -> None:
+    from nexus.bootstrap import bootstrap_worker
+    from nexus.db.migrate import upgrade
+    from workers import tasks
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "scan.pdf").write_bytes(b"%PDF-1.4 scanned")
+    url = f"sqlite:///{tmp_path / 'nexus.db'}"
+    upgrade(url)
+    settings = Settings(database_url=url, files_dir=str(inbox), files_settle_seconds=0)
+    graph = bootstrap_worker(settings)
+    try:
+        assert tasks._runtime() is graph
+        assert tasks.files_scan() == 0  # sighted
+        assert tasks.files_scan() == 1  # unchanged since: recorded
+        assert tasks.files_scan() == 0
+        [(_, _, [attachment])] = _events(graph.database)
+        assert attachment["name"] == "scan.pdf" and attachment["kind"] == "document"
+    finally:
+        graph.close()
