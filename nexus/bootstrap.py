@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from pydantic import SecretStr
 
+    from nexus.adapters.files_folder import FolderFiles
     from nexus.adapters.gmail_api import GmailApi
     from nexus.adapters.platform_files import PlatformFiles
     from nexus.operations.security import SecurityEvents
@@ -255,6 +256,7 @@ class Nexus:
     @cached_property
     def platform_files(self) -> PlatformFiles:
         """Where the engine fetches inbound files that need a platform's token to open."""
+        from nexus.adapters.ledger_files import LedgerFiles
         from nexus.adapters.platform_files import PlatformFiles
 
         settings = self.settings
@@ -270,7 +272,17 @@ class Nexus:
             slack_token=secret(settings.slack_bot_token),
             whatsapp_token=secret(settings.whatsapp_access_token),
             whatsapp_api_base=settings.whatsapp_api_base,
+            stored=LedgerFiles(self.database).fetch,
         )
+
+    @cached_property
+    def files_folder(self) -> FolderFiles | None:
+        """The watched folder of the files channel (NEXUS_FILES_DIR), or None when unset."""
+        if not self.settings.files_dir:
+            return None
+        from nexus.adapters.files_folder import FolderFiles
+
+        return FolderFiles(self.settings.files_dir)
 
     @cached_property
     def prices(self) -> PriceTable:

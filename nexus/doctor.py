@@ -262,6 +262,39 @@ def check_credential_hosts(settings: Settings, environ: Mapping[str, str] | None
     return Check("credential hosts", "ok", f"all {len(ids)} credentials declare their hosts")
 
 
+def folder_problem(root: str | Path) -> str | None:
+    """What keeps Nexus from watching `root` (NEXUS_FILES_DIR), or None."""
+    path = Path(root)
+    if not path.exists():
+        return f"{path} does not exist"
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return f"{path} is not readable by this user (uid {os.getuid()})"
+    try:
+        with os.scandir(path) as entries:
+            next(entries, None)
+    except OSError as error:
+        return f"{path} cannot be listed: {error.strerror or error}"
+    return None
+
+
+def check_files(settings: Settings) -> Check:
+    """The files channel's watched folder, where one is set."""
+    if not settings.files_dir:
+        return Check("files", "ok", "no NEXUS_FILES_DIR: no folder watched (uploads still work)")
+    problem = folder_problem(settings.files_dir)
+    if problem is not None:
+        return Check(
+            "files",
+            "fail",
+            f"NEXUS_FILES_DIR: {problem}",
+            "create the directory, make it readable by the user the workers run as "
+            "(on every worker host), or unset NEXUS_FILES_DIR",
+        )
+    return Check("files", "ok", f"watching {settings.files_dir}")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     return [
         *check_database(settings),
@@ -273,6 +306,7 @@ def run_checks(settings: Settings) -> list[Check]:
         check_sandbox(),
         check_credential_hosts(settings),
         check_gmail(settings),
+        check_files(settings),
     ]
 
 

@@ -189,6 +189,12 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=5, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)
 
+    # The files channel (docs/adapters.md "Connect a folder or uploads (Files)"): each new
+    # file in this folder becomes one event; unset: no folder is watched. A file is recorded
+    # once a scan sees it unchanged at least this long after an earlier scan first saw it.
+    files_dir: str | None = None
+    files_settle_seconds: float = Field(default=30.0, ge=0)
+
     @field_validator("database_url")
     @classmethod
     def _database_url_has_scheme(cls, value: str) -> str:

@@ -13,6 +13,7 @@ from structlog.contextvars import bound_contextvars
 
 from nexus.bootstrap import Nexus, bootstrap_worker
 from nexus.ids import now_ms
+from nexus.ingest.files import scan_folder
 from nexus.ingest.relay import relay
 from nexus.sessions.watchdog import ring_orphaned
 from nexus.settings import get_settings
@@ -68,6 +69,9 @@ def timer_tick() -> int:
         folded = uow.ledger.metrics.fold()  # /metrics' deltas, even where nobody scrapes
         uow.commit()
     gmail_on_tick(runtime)
+    if runtime.files_folder is not None:
+        # The watched folder is scanned in a task of its own: a slow disk delays no tick.
+        runtime.celery.send_task("nexus.files.scan")
     log.info(
         "timer_tick",
         metric_deltas_folded=folded,
@@ -80,6 +84,31 @@ def timer_tick() -> int:
         deliveries_lapsed=recovered.resent + recovered.failed,
     )
     return len(ticked.minutes)
+
+
+@shared_task(name="nexus.files.scan")
+def files_scan() -> int:
+    """The watched folder's files that settled, as events (rung by every timer tick)."""
+    runtime = _runtime()
+    folder = runtime.files_folder
+    if folder is None:
+        return 0
+    settings = runtime.settings
+    scanned = scan_folder(
+        runtime.database,
+        folder,
+        runtime.doorbell,
+        now_ms=now_ms(),
+        settle_ms=int(settings.files_settle_seconds * 1000),
+        max_bytes=settings.attachment_max_bytes,
+    )
+    log.info(
+        "files_scanned",
+        listed=scanned.listed,
+        sighted=scanned.sighted,
+        recorded=scanned.recorded,
+    )
+    return scanned.recorded
 
 
 @shared_task(name="nexus.session.run")

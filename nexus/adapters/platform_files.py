@@ -30,6 +30,7 @@ class PlatformFiles:
         whatsapp_token: str | None = None,
         whatsapp_api_base: str = "https://graph.facebook.com/v21.0",
         client: httpx.Client | None = None,
+        stored: Fetch | None = None,
     ) -> None:
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
@@ -44,6 +45,9 @@ class PlatformFiles:
             "slack": self._from_slack,
             "whatsapp": self._from_whatsapp,
         }
+        if stored is not None:
+            # The files channel: bytes Nexus keeps itself (nexus.adapters.ledger_files).
+            self._by_platform["files"] = stored
 
     def fetch(self, platform: str, attachment: Mapping[str, Any]) -> Fetched:
         how = self._by_platform.get(platform)

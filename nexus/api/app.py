@@ -15,6 +15,7 @@ from nexus.api import (
     aliases,
     entities,
     events,
+    files,
     hooks,
     inbound,
     operations,
@@ -91,6 +92,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     # One router per resource. Order matters only inside one: /v1/sessions ends with its
     # `{label:path}` route, which would otherwise swallow /v1/sessions/{label}/….
     for resource in (
+        files,  # /v1/inbound/files: before inbound's `/{adapter}` route
         inbound,
         events,
         entities,

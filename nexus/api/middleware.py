@@ -13,6 +13,8 @@ from nexus.api.errors import ApiError
 V1 = "/v1/"
 # Platform webhooks carry the platform's signature instead of a bearer token.
 UNAUTHENTICATED = ("/v1/inbound/",)
+# ...but for uploads, which come from the deployment's own clients with a bearer token.
+AUTHENTICATED_INBOUND = frozenset({"/v1/inbound/files", "/v1/inbound/files/"})
 
 
 class BodyTooLarge(HTTPException):
@@ -78,7 +80,7 @@ class RequestGuard:
         path: str = scope["path"]
         if not path.startswith(V1):
             return
-        if not path.startswith(UNAUTHENTICATED):
+        if not path.startswith(UNAUTHENTICATED) or path in AUTHENTICATED_INBOUND:
             client = scope.get("client")
             caller = self.tokens.verify(
                 _header(scope, b"authorization"), client[0] if client else None

@@ -21,6 +21,12 @@ from nexus.engine.prefix_sums import PrefixSums
 # What the Messages API reads: these images, and PDFs as documents.
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 DOCUMENT_TYPES = frozenset({"application/pdf"})
+# Text the model reads as a plain-text document (with every `text/*` type). Only where Nexus
+# keeps the bytes itself (TEXT_PLATFORMS): elsewhere a text file stays a described line.
+TEXT_TYPES = frozenset(
+    {"application/json", "application/xml", "application/yaml", "application/x-yaml"}
+)
+TEXT_PLATFORMS = frozenset({"files"})
 # Platforms whose recorded URL needs the platform's token: the model cannot open it.
 PRIVATE_URL_PLATFORMS = frozenset({"slack"})
 FETCH = "nexus_attachment_fetch"  # a placeholder block; never sent to a model
@@ -55,6 +61,12 @@ class AttachmentSource(Protocol):
 def _mime(item: Mapping[str, Any]) -> str:
     value = item.get("mime_type")
     return value.split(";", 1)[0].strip().lower() if isinstance(value, str) else ""
+
+
+def is_text(mime_type: str | None) -> bool:
+    """A type the model reads as plain text."""
+    mime = (mime_type or "").split(";", 1)[0].strip().lower()
+    return mime.startswith("text/") or mime in TEXT_TYPES
 
 
 def readable_as(item: Mapping[str, Any]) -> str | None:
@@ -100,12 +112,19 @@ def describe(item: Mapping[str, Any]) -> str:
 
 def attachment_blocks(items: Sequence[Mapping[str, Any]], platform: str | None) -> list[Block]:
     """Each attachment's line, then, for an image or a PDF, the file itself: by URL where
-    the platform's URL is public, else a FETCH placeholder for `resolve`."""
+    the platform's URL is public, else a FETCH placeholder for `resolve`. A text (where the
+    platform is one of TEXT_PLATFORMS) is always fetched: the API takes no text by URL."""
     blocks: list[Block] = []
     for item in items:
         blocks.append({"type": "text", "text": describe(item)})
         shape = readable_as(item)
         url = item.get("url")
+        if shape is None and platform in TEXT_PLATFORMS and is_text(item.get("mime_type")):
+            if item.get("file_id"):
+                blocks.append(
+                    {"type": FETCH, "as": "text", "platform": platform, "item": dict(item)}
+                )
+            continue
         if shape is None:
             continue
         public = platform not in PRIVATE_URL_PLATFORMS
@@ -125,11 +144,21 @@ def _fetched_block(block: Block, source: AttachmentSource | None) -> Block:
         fetched = source.fetch(str(block.get("platform") or ""), item)
     except AttachmentUnavailable as error:
         return {"type": "text", "text": f"(the {shape} is not shown: {error.reason})"}
+    if shape == "text":
+        text = fetched.data.decode("utf-8", errors="replace")
+        document: Block = {"type": "document", "source": _text_source(text)}
+        if item.get("name"):
+            document["title"] = _one_line(item["name"])
+        return document
     media_type = _mime(item)
     if shape == "image" and fetched.mime_type in IMAGE_TYPES:
         media_type = fetched.mime_type  # the bytes' own type, where the platform says it
     data = base64.b64encode(fetched.data).decode("ascii")
     return {"type": shape, "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def _text_source(text: str) -> dict[str, Any]:
+    return {"type": "text", "media_type": "text/plain", "data": text}
 
 
 # A file the model is handed: a placeholder (FETCH), or one of these by URL.

@@ -69,7 +69,7 @@ def _present_options(arguments: dict[str, Any], context: ToolContext) -> dict[st
     except RichReplyError as error:
         raise ToolFailure(str(error)) from error
     if rich.empty:
-        raise ToolFailure("give at least one button or embed")
+        raise ToolFailure("give at least one button or embed, or an attachment")
     answer: dict[str, Any] = {
         "attached": rich.to_json(),
         "note": "shown with your final answer; a pressed button comes back as its value",
@@ -109,6 +109,16 @@ _EMBED = {
         },
     },
 }
+_ATTACHMENT = {
+    "type": "object",
+    "properties": {
+        "url": {"type": "string", "description": "where the file is served (https)"},
+        "kind": {"type": "string", "enum": ["audio", "image", "video", "document"]},
+        "name": {"type": "string"},
+        "mime_type": {"type": "string", "description": "e.g. audio/ogg (a voice note)"},
+    },
+    "required": ["url", "kind"],
+}
 PRESENT_OPTIONS = Tool(
     spec=ToolSpec(
         name="present_options",
@@ -116,7 +126,9 @@ PRESENT_OPTIONS = Tool(
             "Attach buttons and embeds (cards) to your final answer. Buttons: up to 5 rows "
             "of up to 5; a flat list puts one button on each row. A button with a value is a "
             "choice: when pressed, its value comes back to you as the person's message. A "
-            "button with a url is a link. Platforms without buttons show a numbered list."
+            "button with a url is a link. Platforms without buttons show a numbered list. "
+            "Attachments are files sent after the answer, by URL (an OGG/Opus audio file goes "
+            "to WhatsApp as a voice note); elsewhere they are links."
         ),
         input_schema={
             "type": "object",
@@ -126,6 +138,7 @@ PRESENT_OPTIONS = Tool(
                     "items": {"anyOf": [_BUTTON, {"type": "array", "items": _BUTTON}]},
                 },
                 "embeds": {"type": "array", "items": _EMBED, "maxItems": 10},
+                "attachments": {"type": "array", "items": _ATTACHMENT, "maxItems": 10},
             },
         },
     ),

@@ -23,6 +23,8 @@ MAX_FIELDS = 10  # Slack's section fields (Discord allows 25)
 MAX_FIELD_NAME = 256
 MAX_FIELD_VALUE = 1024
 MAX_EMBED_CHARS = 6000  # Discord: all embeds of a message together
+MAX_ATTACHMENTS = 10  # files sent with one reply
+ATTACHMENT_KINDS = ("audio", "image", "video", "document")
 _ELLIPSIS = "…"
 
 
@@ -56,16 +58,28 @@ class Embed:
 
 
 @dataclass(frozen=True)
+class ReplyAttachment:
+    """A file sent with the reply, by its URL: an audio file (sent as a voice note where the
+    platform has them), an image, a video or a document."""
+
+    url: str
+    kind: str  # one of ATTACHMENT_KINDS
+    name: str | None = None
+    mime_type: str | None = None
+
+
+@dataclass(frozen=True)
 class RichReply:
-    """Rows of buttons and a list of embeds; `notes` say what was cut to fit."""
+    """Rows of buttons, a list of embeds and files to send; `notes` say what was cut."""
 
     buttons: tuple[tuple[Button, ...], ...] = ()
     embeds: tuple[Embed, ...] = ()
     notes: tuple[str, ...] = field(default=(), compare=False)
+    attachments: tuple[ReplyAttachment, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.buttons and not self.embeds
+        return not self.buttons and not self.embeds and not self.attachments
 
     @property
     def choices(self) -> tuple[Button, ...]:
@@ -73,13 +87,16 @@ class RichReply:
 
     def to_json(self) -> dict[str, Any]:
         """The form as `parse_rich` reads it (what is stored and what a webhook receives)."""
-        return {
+        form: dict[str, Any] = {
             "buttons": [[_present(vars(b)) for b in row] for row in self.buttons],
             "embeds": [
                 _present({**vars(e), "fields": [vars(f) for f in e.fields] if e.fields else None})
                 for e in self.embeds
             ],
         }
+        if self.attachments:
+            form["attachments"] = [_present(vars(a)) for a in self.attachments]
+        return form
 
 
 def parse_rich(data: Mapping[str, Any]) -> RichReply:
@@ -106,7 +123,27 @@ def parse_rich(data: Mapping[str, Any]) -> RichReply:
         raise RichReplyError(
             f"the embeds hold {total} characters together; at most {MAX_EMBED_CHARS}"
         )
-    return RichReply(buttons, embeds, tuple(notes))
+    files_raw = _list(data.get("attachments"), "attachments")
+    if len(files_raw) > MAX_ATTACHMENTS:
+        raise RichReplyError(f"at most {MAX_ATTACHMENTS} attachments, got {len(files_raw)}")
+    files = tuple(_attachment(raw, f"attachment {n + 1}", notes) for n, raw in enumerate(files_raw))
+    return RichReply(buttons, embeds, tuple(notes), files)
+
+
+def _attachment(raw: Any, where: str, notes: list[str]) -> ReplyAttachment:
+    item = _mapping(raw, where)
+    kind = item.get("kind")
+    if kind not in ATTACHMENT_KINDS:
+        raise RichReplyError(f"{where} kind must be one of {', '.join(ATTACHMENT_KINDS)}")
+    mime = item.get("mime_type")
+    if mime is not None and (not isinstance(mime, str) or "/" not in mime or len(mime) > 128):
+        raise RichReplyError(f"{where} mime_type must be a type such as audio/ogg")
+    return ReplyAttachment(
+        url=_url(item.get("url"), f"{where} url"),
+        kind=str(kind),
+        name=_text(item.get("name"), f"{where} name", MAX_LABEL, notes),
+        mime_type=mime.lower() if isinstance(mime, str) else None,
+    )
 
 
 def _rows(value: Any) -> list[list[Any]]:

@@ -25,7 +25,7 @@ from nexus.outbound.addressing import (
 )
 from nexus.outbound.chunking import chunk, limit_for
 from nexus.outbound.markup import render
-from nexus.outbound.rich import native_parts, with_fallback
+from nexus.outbound.rich import attachment_targets, native_parts, with_fallback
 
 # An answer that is exactly this is kept in the ledger but sent nowhere (a heartbeat with
 # nothing to say, say).
@@ -178,6 +178,23 @@ def _chunks(
                 platform=address.sender,
                 target=target,
                 text=rendered.text if rendered is not None else piece,
+                idempotency_key=f"{turn_id}:{index}",
+            )
+        )
+    # Files the platform takes as messages of their own (a WhatsApp voice note) follow the
+    # text, each its own delivery: sent, retried and tracked like a chunk.
+    for extra in attachment_targets(fmt, rich) if rich is not None else []:
+        index = len(drafts)
+        media = extra["media"]
+        drafts.append(
+            DeliveryDraft(
+                turn_id=turn_id,
+                chunk_index=index,
+                session_id=session.id,
+                event_id=reply_id,
+                platform=address.sender,
+                target={**address.target, **extra},
+                text=f"[{media['type']}] {media['link']}",
                 idempotency_key=f"{turn_id}:{index}",
             )
         )

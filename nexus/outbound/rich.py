@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.engine.rich import Button, Embed, RichReply
+from nexus.engine.rich import Button, Embed, ReplyAttachment, RichReply
 from nexus.outbound.chunking import chunk
 from nexus.outbound.markup import render
 
@@ -16,28 +16,56 @@ SLACK_SECTION_LIMIT = 3000  # a section block's text
 CHOICES_HEADING = "Reply with one of:"
 DISCORD_PRIMARY, DISCORD_LINK = 1, 5  # button styles
 DISCORD_ACTION_ROW, DISCORD_BUTTON = 1, 2  # component types
+# Formats that send a reply's attachments as files of their own; elsewhere they are links.
+NATIVE_ATTACHMENTS = frozenset({"whatsapp"})
+# WhatsApp Cloud API interactive messages: up to 3 reply buttons (titles of 20 characters,
+# a body of 1024), or a list of up to 10 rows (titles of 24, a body of 4096) behind a
+# button. Choices beyond that are numbered lines, as on platforms without buttons.
+WHATSAPP_BUTTONS, WHATSAPP_BUTTON_TITLE, WHATSAPP_BUTTON_BODY = 3, 20, 1024
+WHATSAPP_ROWS, WHATSAPP_ROW_TITLE, WHATSAPP_LIST_BODY = 10, 24, 4096
+WHATSAPP_LIST_BUTTON = "Choose"
+# Voice notes want OGG/Opus; other audio goes as a plain audio message.
+VOICE_TYPES = frozenset({"audio/ogg", "audio/opus"})
+VOICE_SUFFIXES = (".ogg", ".opus", ".oga")
 
 
 def with_fallback(fmt: str, text: str, rich: RichReply) -> str:
     """The reply's text with what `fmt` cannot show natively appended as plain lines."""
-    lines = fallback_lines(rich, embeds=fmt not in NATIVE_EMBEDS, buttons=fmt not in NATIVE_BUTTONS)
+    native_choices = fmt in NATIVE_BUTTONS or (fmt == "whatsapp" and whatsapp_choices_fit(rich))
+    lines = fallback_lines(
+        rich,
+        embeds=fmt not in NATIVE_EMBEDS,
+        buttons=not native_choices,
+        # WhatsApp's interactive messages carry choices only: its links stay lines.
+        links=fmt not in NATIVE_BUTTONS,
+        attachments=fmt not in NATIVE_ATTACHMENTS,
+    )
     return f"{text}\n\n{lines}" if lines else text
 
 
-def fallback_lines(rich: RichReply, *, embeds: bool = True, buttons: bool = True) -> str:
+def fallback_lines(
+    rich: RichReply,
+    *,
+    embeds: bool = True,
+    buttons: bool = True,
+    links: bool | None = None,
+    attachments: bool = True,
+) -> str:
     """Embeds as title / description / field / link lines; choices as a numbered list;
-    link buttons as `label: url`."""
+    link buttons as `label: url` (`links` follows `buttons` unless given); attachments as
+    `name: url`."""
     blocks: list[str] = []
     if embeds:
         blocks += [_embed_lines(embed) for embed in rich.embeds]
-    if buttons:
-        choices = rich.choices
-        if choices:
-            numbered = [f"{n}. {b.label}" for n, b in enumerate(choices, start=1)]
-            blocks.append("\n".join([CHOICES_HEADING, *numbered]))
-        links = [f"{b.label}: {b.url}" for row in rich.buttons for b in row if b.url]
-        if links:
-            blocks.append("\n".join(links))
+    choices = rich.choices
+    if buttons and choices:
+        numbered = [f"{n}. {b.label}" for n, b in enumerate(choices, start=1)]
+        blocks.append("\n".join([CHOICES_HEADING, *numbered]))
+    found = [f"{b.label}: {b.url}" for row in rich.buttons for b in row if b.url]
+    if (buttons if links is None else links) and found:
+        blocks.append("\n".join(found))
+    if attachments and rich.attachments:
+        blocks.append("\n".join(f"{a.name or a.kind}: {a.url}" for a in rich.attachments))
     return "\n\n".join(blocks)
 
 
@@ -56,7 +84,68 @@ def native_parts(fmt: str, rich: RichReply, rendered_text: str) -> dict[str, Any
         return parts
     if fmt == "webhook":
         return {"rich": rich.to_json()}  # a program on the other end may do better than lines
+    if fmt == "whatsapp" and whatsapp_choices_fit(rich):
+        return {"interactive": whatsapp_interactive(rich, rendered_text)}
     return {}
+
+
+def attachment_targets(fmt: str, rich: RichReply) -> list[dict[str, Any]]:
+    """What each of the reply's files adds to its own delivery's target, after the text's
+    chunks (empty where `fmt` shows attachments as links in the text)."""
+    if fmt != "whatsapp":
+        return []
+    return [{"media": whatsapp_media(attachment)} for attachment in rich.attachments]
+
+
+# -- WhatsApp --------------------------------------------------------------------------------
+
+
+def whatsapp_choices_fit(rich: RichReply) -> bool:
+    """The choices fit one interactive message: a list at most (link buttons are lines)."""
+    choices = rich.choices
+    return 0 < len(choices) <= WHATSAPP_ROWS and all(
+        len(b.label) <= WHATSAPP_ROW_TITLE for b in choices
+    )
+
+
+def whatsapp_interactive(rich: RichReply, body: str) -> dict[str, Any]:
+    """Reply buttons when the choices and the body fit them, else a list (the sender puts
+    the delivery's text in as the body)."""
+    choices = rich.choices
+    buttons_fit = len(choices) <= WHATSAPP_BUTTONS and len(body) <= WHATSAPP_BUTTON_BODY
+    if buttons_fit and all(len(b.label) <= WHATSAPP_BUTTON_TITLE for b in choices):
+        return {
+            "type": "button",
+            "action": {
+                "buttons": [
+                    {"type": "reply", "reply": {"id": b.value, "title": b.label}} for b in choices
+                ]
+            },
+        }
+    return {
+        "type": "list",
+        "action": {
+            "button": WHATSAPP_LIST_BUTTON,
+            "sections": [{"rows": [{"id": b.value, "title": b.label} for b in choices]}],
+        },
+    }
+
+
+def whatsapp_media(attachment: ReplyAttachment) -> dict[str, Any]:
+    """A file as a WhatsApp media message by link: OGG/Opus audio as a voice note."""
+    media: dict[str, Any] = {"type": attachment.kind, "link": attachment.url}
+    if attachment.kind == "audio" and _is_voice(attachment):
+        media["voice"] = True
+    if attachment.kind == "document" and attachment.name:
+        media["filename"] = attachment.name
+    return media
+
+
+def _is_voice(attachment: ReplyAttachment) -> bool:
+    if attachment.mime_type is not None:
+        return attachment.mime_type.split(";", 1)[0].strip() in VOICE_TYPES
+    path = attachment.url.split("?", 1)[0].split("#", 1)[0].lower()
+    return path.endswith(VOICE_SUFFIXES)
 
 
 def telegram_keyboard(rich: RichReply) -> dict[str, Any]:

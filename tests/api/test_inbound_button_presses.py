@@ -4,6 +4,7 @@ and acknowledged the way each platform needs."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from urllib.parse import urlencode
 
 from nexus.db import Database
@@ -14,6 +15,7 @@ from tests.api.inbound_support import (
     app_client,
     json_bytes,
     sign_discord,
+    sign_hub,
     sign_slack,
     sign_telegram,
 )
@@ -70,3 +72,23 @@ def test_a_discord_press_is_deferred(pg_database: Database) -> None:
     answer = client.post("/v1/inbound/discord", content=press.body, headers=press.headers)
     assert answer.json() == {"type": 5}
     assert _stored(pg_database, "discord:1234567890123456789") == ("callback", "pay")
+
+
+def _whatsapp_fixture(name: str) -> bytes:
+    path = Path(__file__).parent.parent / "fixtures" / "whatsapp" / name
+    return path.read_bytes()
+
+
+def test_a_whatsapp_reply_button_or_list_row_is_a_callback_holding_its_id(
+    pg_database: Database,
+) -> None:
+    client = app_client(pg_database)
+    for name, event_id, value in (
+        ("interactive_button_reply.json", "whatsapp:wamid.xyzxyz", "callback_data"),
+        ("interactive_list_reply.json", "whatsapp:wamid.listpick", "pay"),
+    ):
+        press = sign_hub(_whatsapp_fixture(name), SECRET, NOW_S)
+        answer = client.post("/v1/inbound/whatsapp", content=press.body, headers=press.headers)
+        assert answer.status_code == 200, answer.text
+        # The id Nexus gave the choice (its value), not the title the person saw.
+        assert _stored(pg_database, event_id) == ("callback", value)

@@ -34,6 +34,45 @@ _ROUTES = (
 )
 
 
+# What the WhatsApp Cloud API refuses (tests/fixtures/whatsapp/ has the accepted shapes).
+_WA_MEDIA = ("audio", "image", "video", "document")
+
+
+def whatsapp_problem(body: dict[str, Any]) -> str | None:
+    """Why the Cloud API would refuse this message body, or None."""
+    kind = body.get("type")
+    if body.get("messaging_product") != "whatsapp" or not body.get("to"):
+        return "messaging_product and to are required"
+    if kind == "text":
+        return None if body.get("text", {}).get("body") else "text.body is required"
+    if kind in _WA_MEDIA:
+        media = body.get(str(kind)) or {}
+        if bool(media.get("link")) == bool(media.get("id")):
+            return f"{kind} needs exactly one of link or id"
+        if "voice" in media and kind != "audio":
+            return "voice is for audio only"
+        return None
+    if kind != "interactive":
+        return f"unsupported type {kind!r}"
+    interactive = body.get("interactive") or {}
+    text = (interactive.get("body") or {}).get("text") or ""
+    action = interactive.get("action") or {}
+    if interactive.get("type") == "button":
+        buttons = action.get("buttons") or []
+        titles = [b["reply"]["title"] for b in buttons]
+        if not 1 <= len(buttons) <= 3 or any(len(t) > 20 for t in titles):
+            return "1 to 3 reply buttons, titles of at most 20 characters"
+        return None if 0 < len(text) <= 1024 else "a button message's body is 1 to 1024"
+    if interactive.get("type") == "list":
+        rows = [row for section in action.get("sections") or [] for row in section["rows"]]
+        if not 1 <= len(rows) <= 10 or any(len(r["title"]) > 24 for r in rows):
+            return "1 to 10 list rows, titles of at most 24 characters"
+        if not 0 < len(action.get("button") or "") <= 20:
+            return "a list's button label is 1 to 20 characters"
+        return None if 0 < len(text) <= 4096 else "a list message's body is 1 to 4096"
+    return f"unsupported interactive type {interactive.get('type')!r}"
+
+
 @dataclass
 class Received:
     kind: str
@@ -102,6 +141,11 @@ class FakePlatforms:
             if failures:
                 failure = failures.popleft()
                 return failure.status, failure.body, failure.headers
+            problem = whatsapp_problem(request.body) if request.kind == "whatsapp" else None
+            if problem is not None:
+                # The Cloud API's answer to a body it will not send (#131009, invalid value).
+                error = {"message": problem, "type": "OAuthException", "code": 131009}
+                return 400, {"error": error}, {}
             created = self._create(request)
             hold = self._holds[request.kind] > 0
             if hold:

@@ -137,9 +137,11 @@ def _choice(message: dict[str, Any], kind: str) -> str | None:
     if kind == "button":
         button = _obj(message.get("button"))
         return button.get("text") or button.get("payload")
+    # A reply button or a list row: its id is the value Nexus gave the choice (the title is
+    # only what the person saw), as a pressed button's value is on every other platform.
     interactive = _obj(message.get("interactive"))
     picked = _obj(interactive.get(str(interactive.get("type"))))
-    return picked.get("title") or picked.get("id")
+    return picked.get("id") or picked.get("title")
 
 
 def _status(status: dict[str, Any], space: str | None, payload: dict[str, Any]) -> NexusEvent:

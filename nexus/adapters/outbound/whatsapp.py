@@ -1,5 +1,8 @@
 """WhatsApp Cloud API messages: text, a reply context on the first chunk; the wamid it
-returns is what status webhooks later name."""
+returns is what status webhooks later name. A chunk whose target carries `interactive`
+(reply buttons or a list, nexus.outbound.rich) is sent as an interactive message with the
+chunk's text as its body; one that carries `media` is a media message by link (an OGG/Opus
+audio file as a voice note, `"voice": true`)."""
 
 from __future__ import annotations
 
@@ -31,8 +34,7 @@ class WhatsAppSender:
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
             "to": target["to"],
-            "type": "text",
-            "text": {"body": delivery.text, "preview_url": False},
+            **_content(delivery),
         }
         if target.get("reply_to"):
             body["context"] = {"message_id": target["reply_to"]}
@@ -45,6 +47,22 @@ class WhatsAppSender:
         except httpx.HTTPError as error:
             return transport_failure(error)
         return classify(response, message_id=_wamid)
+
+
+def _content(delivery: DeliveryRecord) -> dict[str, Any]:
+    """The message's `type` and its object: text, interactive, or media by link."""
+    target = delivery.target
+    media = target.get("media")
+    if isinstance(media, dict):
+        kind = str(media["type"])
+        return {"type": kind, kind: {k: v for k, v in media.items() if k != "type"}}
+    interactive = target.get("interactive")
+    if isinstance(interactive, dict):
+        return {
+            "type": "interactive",
+            "interactive": {**interactive, "body": {"text": delivery.text}},
+        }
+    return {"type": "text", "text": {"body": delivery.text, "preview_url": False}}
 
 
 def _wamid(body: Any) -> str | None:

@@ -3,6 +3,7 @@
 from nexus.ledger.models.agents import Agent, AgentCapability, Capability
 from nexus.ledger.models.base import Base, table_of
 from nexus.ledger.models.channels import GmailMailbox
+from nexus.ledger.models.files import FileSighting, StoredFile
 from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
@@ -22,6 +23,7 @@ __all__ = [
     "Delivery",
     "Entity",
     "Event",
+    "FileSighting",
     "GmailMailbox",
     "Hook",
     "HookInvocation",
@@ -33,6 +35,7 @@ __all__ = [
     "SessionAlias",
     "SessionHistory",
     "SessionTask",
+    "StoredFile",
     "Thread",
     "TimerState",
     "ToolCall",

@@ -20,6 +20,7 @@ from nexus.ledger.repository.errors import (
     SessionArchived,
 )
 from nexus.ledger.repository.events import EventRepository
+from nexus.ledger.repository.files import FileRepository
 from nexus.ledger.repository.gmail import GmailRepository
 from nexus.ledger.repository.hooks import HookRepository
 from nexus.ledger.repository.identity import IdentityRepository
@@ -122,6 +123,10 @@ class Ledger:
     @cached_property
     def gmail(self) -> GmailRepository:
         return GmailRepository(self.connection, self.clock)
+
+    @cached_property
+    def files(self) -> FileRepository:
+        return FileRepository(self.connection, self.clock)
 
 
 __all__ = [

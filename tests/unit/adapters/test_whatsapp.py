@@ -146,7 +146,7 @@ def test_buttons_are_callbacks_reactions_and_unknown_types_are_recorded_only() -
     )
     (reaction,) = _events(_message("reaction", reaction={"message_id": "w", "emoji": "\U0001f62e"}))
     (odd,) = _events(_message("unsupported", errors=[{"code": 131051}]))
-    assert (button.kind, button.text, button.routable) == ("callback", "title", True)
+    assert (button.kind, button.text, button.routable) == ("callback", "callback_data", True)
     assert (reaction.kind, reaction.routable) == ("system", False)
     assert (odd.kind, odd.routable) == ("unsupported", False)
 

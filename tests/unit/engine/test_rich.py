@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -142,3 +143,21 @@ def test_the_present_options_tool_refuses_to_the_model(
     assert tool is not None
     with pytest.raises(ToolFailure, match=message):
         tool.run(arguments, _context())
+
+
+def test_reply_attachments_are_checked_and_kept_in_the_form() -> None:
+    voice = {"url": "https://x.example/a.ogg", "kind": "audio", "mime_type": "Audio/OGG"}
+    rich = parse_rich({"attachments": [voice]})
+    assert not rich.empty
+    assert rich.to_json()["attachments"] == [{**voice, "mime_type": "audio/ogg"}]
+    assert parse_rich(rich.to_json()) == rich
+    assert "attachments" not in parse_rich({"buttons": [{"label": "a", "value": "a"}]}).to_json()
+    for bad, says in (
+        ({"url": "https://x.example/a", "kind": "sticker"}, "kind must be one of"),
+        ({"url": "ftp://x.example/a", "kind": "audio"}, "must be an http(s) URL"),
+        ({"url": "https://x.example/a", "kind": "audio", "mime_type": "ogg"}, "mime_type"),
+    ):
+        with pytest.raises(RichReplyError, match=re.escape(says)):
+            parse_rich({"attachments": [bad]})
+    with pytest.raises(RichReplyError, match="at most 10 attachments"):
+        parse_rich({"attachments": [{"url": "https://x.example/a", "kind": "image"}] * 11})

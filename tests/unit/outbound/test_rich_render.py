@@ -6,9 +6,12 @@ from typing import Any
 
 from nexus.engine.rich import RichReply, parse_rich
 from nexus.outbound.rich import (
+    attachment_targets,
     fallback_lines,
     native_parts,
     slack_blocks,
+    whatsapp_choices_fit,
+    whatsapp_interactive,
     with_fallback,
 )
 
@@ -158,7 +161,7 @@ def test_text_only_platforms_get_numbered_choices_and_link_lines() -> None:
         "Reply with one of:\n1. Pay now\n2. Later\n\n"
         "Invoice PDF: https://example.com/i/42.pdf"
     )
-    for fmt in ("sms", "whatsapp", "email", "webhook"):
+    for fmt in ("sms", "email", "webhook"):
         assert with_fallback(fmt, "Your invoice.", RICH) == expected
         assert native_parts(fmt, RICH, expected) == (
             {"rich": RICH.to_json()} if fmt == "webhook" else {}
@@ -187,3 +190,65 @@ def test_the_largest_form_fits_in_one_slack_message() -> None:
 def test_an_empty_form_adds_nothing() -> None:
     assert fallback_lines(RichReply()) == ""
     assert with_fallback("sms", "Hi.", RichReply()) == "Hi."
+
+
+# -- WhatsApp: interactive messages and files ------------------------------------------------
+
+
+def _choices(*labels: str) -> RichReply:
+    buttons = [{"label": label, "value": f"v{n}"} for n, label in enumerate(labels)]
+    return parse_rich({"buttons": [buttons[i : i + 5] for i in range(0, len(buttons), 5)]})
+
+
+def test_whatsapp_shows_choices_natively_and_keeps_cards_and_links_as_lines() -> None:
+    text = with_fallback("whatsapp", "Your invoice.", RICH)
+    assert "Reply with one of:" not in text
+    assert text.endswith(
+        "https://example.com/i/42.png\n\nInvoice PDF: https://example.com/i/42.pdf"
+    )
+    parts = native_parts("whatsapp", RICH, text)
+    assert parts["interactive"]["type"] == "button"
+    assert parts["interactive"]["action"]["buttons"] == [
+        {"type": "reply", "reply": {"id": "pay", "title": "Pay now"}},
+        {"type": "reply", "reply": {"id": "later", "title": "Later"}},
+    ]
+
+
+def test_whatsapp_buttons_list_or_lines_by_the_platforms_limits() -> None:
+    three, four = _choices("a", "b", "c"), _choices("a", "b", "c", "d")
+    assert whatsapp_interactive(three, "short")["type"] == "button"
+    assert whatsapp_interactive(three, "x" * 1025)["type"] == "list"  # the body is too long
+    assert whatsapp_interactive(four, "short")["type"] == "list"
+    assert whatsapp_interactive(_choices("a" * 21), "short")["type"] == "list"  # title > 20
+    assert whatsapp_choices_fit(_choices(*"abcdefghij"))
+    assert not whatsapp_choices_fit(_choices(*"abcdefghijk"))  # 11 rows
+    assert not whatsapp_choices_fit(_choices("a" * 25))  # a row title > 24
+    eleven = _choices(*"abcdefghijk")
+    assert native_parts("whatsapp", eleven, "t") == {}
+    assert "Reply with one of:\n1. a" in with_fallback("whatsapp", "t", eleven)
+
+
+def test_an_ogg_audio_file_is_a_voice_note_and_other_files_plain_media() -> None:
+    rich = parse_rich(
+        {
+            "attachments": [
+                {"url": "https://x.example/a.ogg?sig=1", "kind": "audio"},
+                {
+                    "url": "https://x.example/a",
+                    "kind": "audio",
+                    "mime_type": "audio/ogg; codecs=opus",
+                },
+                {"url": "https://x.example/a.mp3", "kind": "audio"},
+                {"url": "https://x.example/r.pdf", "kind": "document", "name": "r.pdf"},
+            ]
+        }
+    )
+    assert [t["media"] for t in attachment_targets("whatsapp", rich)] == [
+        {"type": "audio", "link": "https://x.example/a.ogg?sig=1", "voice": True},
+        {"type": "audio", "link": "https://x.example/a", "voice": True},
+        {"type": "audio", "link": "https://x.example/a.mp3"},
+        {"type": "document", "link": "https://x.example/r.pdf", "filename": "r.pdf"},
+    ]
+    assert attachment_targets("telegram", rich) == []
+    assert with_fallback("telegram", "t", rich).endswith("r.pdf: https://x.example/r.pdf")
+    assert with_fallback("whatsapp", "t", rich) == "t"
