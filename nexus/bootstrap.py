@@ -252,6 +252,8 @@ class Nexus:
             slack_token=secret(settings.slack_bot_token),
             whatsapp_token=secret(settings.whatsapp_access_token),
             whatsapp_api_base=settings.whatsapp_api_base,
+            bluebubbles_url=settings.bluebubbles_url,
+            bluebubbles_password=secret(settings.bluebubbles_password),
         )
 
     @cached_property

@@ -8,7 +8,9 @@ from typing import Any
 from nexus.ledger.records import EventRecord
 
 # Adapters that can carry a reply back; each has a sender in nexus.adapters.outbound.
-SENDERS = frozenset({"telegram", "slack", "discord", "whatsapp", "twilio", "email", "webhook"})
+SENDERS = frozenset(
+    {"telegram", "slack", "discord", "whatsapp", "twilio", "email", "webhook", "bluebubbles"}
+)
 # Triggers from inside Nexus (a worker's result, a hook, the timer): their answer goes to
 # wherever the session last heard from a person.
 INTERNAL_TRIGGERS = frozenset({"agent", "hook", "timer"})
@@ -60,6 +62,9 @@ def address_for(event: EventRecord, payload: dict[str, Any]) -> Address | None:
         return Address("email", "email", _present(email), None)
     if event.adapter == "webhook":
         return Address("webhook", "webhook", {"in_reply_to": event.id}, None)
+    if event.adapter == "bluebubbles" and chat:
+        # The chat GUID, a group's or one person's; an inline reply would need the Private API.
+        return Address("bluebubbles", "imessage", {"chat_guid": chat}, None)
     return None
 
 

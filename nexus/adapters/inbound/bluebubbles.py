@@ -179,4 +179,3 @@ def _ms(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**15:
         return value
     return 0
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nexus.adapters.outbound.bluebubbles import BlueBubblesClient, BlueBubblesSender
 from nexus.adapters.outbound.discord import DiscordSender
 from nexus.adapters.outbound.email import EmailSender
 from nexus.adapters.outbound.slack import SlackSender
@@ -35,5 +36,12 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             starttls=settings.smtp_starttls,
         ),
         WebhookSender(settings.webhook_reply_url, revealed(settings.webhook_secret)),
+        BlueBubblesSender(
+            BlueBubblesClient(
+                settings.bluebubbles_url,
+                revealed(settings.bluebubbles_password),
+                method=settings.bluebubbles_send_method,
+            )
+        ),
     ]
     return {sender.name: sender for sender in senders}

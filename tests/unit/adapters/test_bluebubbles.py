@@ -14,8 +14,8 @@ from nexus.adapters.inbound.bounds import Guarded
 from nexus.event import NexusEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "bluebubbles"
-PASSWORD = "server-pass-1"  # noqa: S105 - a test value
-SECRET = "hook-secret-2"  # noqa: S105
+PASSWORD = "server-pass-1"
+SECRET = "hook-secret-2"
 adapter = BlueBubblesAdapter(SECRET, PASSWORD)
 
 
