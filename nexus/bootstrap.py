@@ -273,6 +273,8 @@ class Nexus:
             whatsapp_token=secret(settings.whatsapp_access_token),
             whatsapp_api_base=settings.whatsapp_api_base,
             stored=LedgerFiles(self.database).fetch,
+            bluebubbles_url=settings.bluebubbles_url,
+            bluebubbles_password=secret(settings.bluebubbles_password),
         )
 
     @cached_property

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+import httpx
 import redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -295,6 +296,66 @@ def check_files(settings: Settings) -> Check:
     return Check("files", "ok", f"watching {settings.files_dir}")
 
 
+def check_bluebubbles(settings: Settings, *, timeout_s: float = 5.0) -> Check:
+    """iMessage through BlueBubbles: off, half configured (naming what is missing), or the
+    server's ping answered with the password. Never shows the password."""
+    named = {
+        "NEXUS_BLUEBUBBLES_URL": settings.bluebubbles_url,
+        "NEXUS_BLUEBUBBLES_PASSWORD": settings.bluebubbles_password,
+        "NEXUS_BLUEBUBBLES_WEBHOOK_SECRET": settings.bluebubbles_webhook_secret,
+    }
+    if not any(named.values()):
+        return Check("bluebubbles", "ok", "not configured: iMessage through BlueBubbles is off")
+    needed = ("NEXUS_BLUEBUBBLES_URL", "NEXUS_BLUEBUBBLES_PASSWORD")
+    missing = [name for name in needed if not named[name]]
+    if missing:
+        return Check(
+            "bluebubbles",
+            "fail",
+            f"half configured: {' and '.join(missing)} not set, so iMessage replies and "
+            "attachments cannot reach the BlueBubbles server",
+            f"set {', '.join(missing)} (the server's URL and its API password)",
+        )
+    base = str(settings.bluebubbles_url).rstrip("/")
+    password = settings.bluebubbles_password
+    assert password is not None  # not missing, above
+    try:
+        response = httpx.get(
+            f"{base}/api/v1/ping",
+            params={"password": password.get_secret_value()},
+            timeout=timeout_s,
+            follow_redirects=False,
+        )
+    except httpx.HTTPError as error:  # its message may hold the URL, and so the password
+        return Check(
+            "bluebubbles",
+            "fail",
+            f"cannot reach {base}: {type(error).__name__}",
+            "start the BlueBubbles server or correct NEXUS_BLUEBUBBLES_URL",
+        )
+    if response.status_code == 401:
+        return Check(
+            "bluebubbles",
+            "fail",
+            f"{base} refused NEXUS_BLUEBUBBLES_PASSWORD",
+            "set it to the server's password (BlueBubbles: Settings, API password)",
+        )
+    if not response.is_success:
+        return Check("bluebubbles", "fail", f"{base} answered its ping with {response.status_code}")
+    public = (settings.public_url or "https://<your public URL>").rstrip("/")
+    param, setting = (
+        ("secret", "NEXUS_BLUEBUBBLES_WEBHOOK_SECRET")
+        if settings.bluebubbles_webhook_secret
+        else ("password", "NEXUS_BLUEBUBBLES_PASSWORD")
+    )
+    return Check(
+        "bluebubbles",
+        "ok",
+        f"{base} answers its ping; its webhook (New Messages) goes to "
+        f"{public}/v1/inbound/bluebubbles?{param}=<{setting}>",
+    )
+
+
 def run_checks(settings: Settings) -> list[Check]:
     return [
         *check_database(settings),
@@ -307,6 +368,7 @@ def run_checks(settings: Settings) -> list[Check]:
         check_credential_hosts(settings),
         check_gmail(settings),
         check_files(settings),
+        check_bluebubbles(settings),
     ]
 
 

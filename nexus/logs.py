@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Iterable, MutableMapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import structlog
 from pydantic import SecretStr
@@ -43,6 +44,11 @@ def secret_values(settings: Settings) -> list[str]:
                 password = None
             if password:
                 found.append(str(password))
+    # A secret sent as a query parameter (BlueBubbles' password) shows URL-encoded in an
+    # access line or an HTTP client's message.
+    found.extend(
+        form for value in list(found) for form in (quote(value, safe=""), quote_plus(value))
+    )
     unique = {value for value in found if len(value) >= _MIN_SECRET_LENGTH}
     return sorted(unique, key=len, reverse=True)  # longest first: no partial leftovers
 

@@ -130,6 +130,14 @@ class Settings(BaseSettings):
     # bytes (the Messages API takes images up to 5 MB), within this many seconds.
     attachment_max_bytes: int = Field(default=5_000_000, ge=1024)
     attachment_fetch_timeout_seconds: float = Field(default=10.0, gt=0)
+    # iMessage through a BlueBubbles server (a Mac): its URL and server password (sent as
+    # the `password` query parameter its API wants), for replies and attachment downloads.
+    # Its webhooks carry the password, or NEXUS_BLUEBUBBLES_WEBHOOK_SECRET, in their URL.
+    bluebubbles_url: str | None = None
+    bluebubbles_password: SecretStr | None = None
+    bluebubbles_webhook_secret: SecretStr | None = None
+    # AppleScript works on any server; the Private API (a helper bundle) is faster.
+    bluebubbles_send_method: Literal["apple-script", "private-api"] = "apple-script"
 
     # Delivery: attempts per chunk, and how long a send may take before another worker
     # looks at it again.
@@ -149,6 +157,7 @@ class Settings(BaseSettings):
             "twilio": 1.0,
             "email": 5.0,
             "webhook": 50.0,
+            "bluebubbles": 2.0,
         }
     )
 

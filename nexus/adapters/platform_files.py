@@ -1,12 +1,13 @@
 """Fetching a platform's file with its token: Telegram getFile, Slack url_private, WhatsApp
-media ids. Capped in size and time; no URL (they hold tokens) in any error or log."""
+media ids, BlueBubbles attachment GUIDs. Capped in size and time; no URL (they hold tokens)
+in any error or log."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -29,6 +30,8 @@ class PlatformFiles:
         slack_token: str | None = None,
         whatsapp_token: str | None = None,
         whatsapp_api_base: str = "https://graph.facebook.com/v21.0",
+        bluebubbles_url: str | None = None,
+        bluebubbles_password: str | None = None,
         client: httpx.Client | None = None,
         stored: Fetch | None = None,
     ) -> None:
@@ -37,6 +40,8 @@ class PlatformFiles:
         self._telegram = (telegram_token, telegram_api_base.rstrip("/"))
         self._slack = slack_token
         self._whatsapp = (whatsapp_token, whatsapp_api_base.rstrip("/"))
+        bluebubbles_base = bluebubbles_url.rstrip("/") if bluebubbles_url else None
+        self._bluebubbles = (bluebubbles_base, bluebubbles_password)
         self._client = client or httpx.Client(
             timeout=timeout_s, headers={"User-Agent": "nexus-broker"}, follow_redirects=False
         )
@@ -44,6 +49,7 @@ class PlatformFiles:
             "telegram": self._from_telegram,
             "slack": self._from_slack,
             "whatsapp": self._from_whatsapp,
+            "imessage": self._from_bluebubbles,  # the BlueBubbles adapter's platform
         }
         if stored is not None:
             # The files channel: bytes Nexus keeps itself (nexus.adapters.ledger_files).
@@ -105,6 +111,22 @@ class PlatformFiles:
             raise AttachmentUnavailable("WhatsApp gave no URL for the media")
         return self._download(url, bearer)  # Meta's own answer: the media URL wants the token
 
+    def _from_bluebubbles(self, attachment: Mapping[str, Any]) -> Fetched:
+        base, password = self._bluebubbles
+        guid = attachment.get("file_id")
+        if not base or not password:
+            raise AttachmentUnavailable(
+                "NEXUS_BLUEBUBBLES_URL and NEXUS_BLUEBUBBLES_PASSWORD are not both set"
+            )
+        if not isinstance(guid, str) or not guid:
+            raise AttachmentUnavailable("the file has no BlueBubbles attachment GUID")
+        size = attachment.get("size")
+        if isinstance(size, int) and size > self.max_bytes:
+            raise AttachmentUnavailable(self._too_big())  # a HEIC only grows as a JPEG
+        # BlueBubbles takes its password only as a query parameter; no error names the URL.
+        url = f"{base}/api/v1/attachment/{quote(guid, safe='')}/download"
+        return self._download(url, {}, params={"password": password})
+
     # -- HTTP --------------------------------------------------------------------------------
 
     def _json(
@@ -125,8 +147,10 @@ class PlatformFiles:
             raise AttachmentUnavailable("the platform's lookup answer is not JSON") from error
         return found if isinstance(found, dict) else {}
 
-    def _download(self, url: str, headers: dict[str, str]) -> Fetched:
-        with self._client.stream("GET", url, headers=headers) as response:
+    def _download(
+        self, url: str, headers: dict[str, str], params: dict[str, str] | None = None
+    ) -> Fetched:
+        with self._client.stream("GET", url, headers=headers, params=params) as response:
             if not response.is_success:
                 raise AttachmentUnavailable(
                     f"the platform refused the download (HTTP {response.status_code})"

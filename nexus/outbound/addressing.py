@@ -9,7 +9,9 @@ from nexus.arrival.settings import INTERNAL_TRIGGERS as ARRIVAL_INTERNAL_TRIGGER
 from nexus.ledger.records import EventRecord
 
 # Adapters that can carry a reply back; each has a sender in nexus.adapters.outbound.
-SENDERS = frozenset({"telegram", "slack", "discord", "whatsapp", "twilio", "email", "webhook"})
+SENDERS = frozenset(
+    {"telegram", "slack", "discord", "whatsapp", "twilio", "email", "webhook", "bluebubbles"}
+)
 SENDERS |= {"gmail"}  # Gmail natively: replies with messages.send in the mail's thread
 # Triggers from inside Nexus (a worker's result, a hook, the timer): their answer goes to
 # wherever the session last heard from a person.
@@ -65,6 +67,9 @@ def address_for(event: EventRecord, payload: dict[str, Any]) -> Address | None:
         return Address("webhook", "webhook", {"in_reply_to": event.id}, None)
     if event.adapter == "gmail" and event.sender_id:
         return _gmail(event, payload)
+    if event.adapter == "bluebubbles" and chat:
+        # The chat GUID, a group's or one person's; an inline reply would need the Private API.
+        return Address("bluebubbles", "imessage", {"chat_guid": chat}, None)
     return None
 
 

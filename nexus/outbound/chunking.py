@@ -12,6 +12,8 @@ PLATFORM_LIMITS: dict[str, int] = {
     "discord": 2000,
     "whatsapp": 4096,
     "sms": 1600,
+    # iMessage takes far longer texts, but a phone shows a wall of text; bubbles read better.
+    "imessage": 2000,
 }
 # Below this a chunk cannot hold a reopened fence, its closing line and some code.
 MIN_LIMIT = 32

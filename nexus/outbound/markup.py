@@ -240,4 +240,5 @@ _DIALECTS: Mapping[str, _Dialect] = {
     "telegram": _TELEGRAM,
     "slack": _SLACK,
     "whatsapp": _WHATSAPP,
+    "imessage": _PLAIN,  # no markup at all: `**` would show as typed
 }

@@ -35,6 +35,7 @@ def _settings() -> Settings:
         telegram_bot_token=f"123:{CANARY}",
         slack_signing_secret=f"{CANARY}-slack",
         flower_basic_auth=f"admin:{CANARY}-flower",
+        bluebubbles_password=f"{CANARY} p@ss/word",
     )
 
 
@@ -64,6 +65,23 @@ def test_no_secret_reaches_a_log_line_from_structlog_or_the_standard_library() -
     assert CANARY not in stream.getvalue()
     assert lines[1]["authorization"] == REDACTED and lines[1]["input_tokens"] == 12
     assert REDACTED in str(lines[0]["url"]) and lines[2]["logger"] == "celery"
+
+
+def test_a_password_sent_in_a_query_string_is_redacted_url_encoded_too() -> None:
+    stream = io.StringIO()
+    configure_logging(_settings(), stream=stream)
+    access = logging.getLogger("uvicorn.access")
+    access.info(
+        '"%s %s HTTP/1.1" %d',
+        "POST",
+        f"/v1/inbound/bluebubbles?password={CANARY}+p%40ss%2Fword",
+        200,
+    )
+    structlog.get_logger("test").info(
+        "sent", url=f"http://mac:1234/api?password={CANARY}%20p%40ss%2Fword"
+    )
+    assert CANARY not in stream.getvalue()
+    assert stream.getvalue().count(REDACTED) == 2
 
 
 def test_user_text_cannot_forge_a_log_line() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nexus.adapters.inbound.base import InboundAdapter
+from nexus.adapters.inbound.bluebubbles import BlueBubblesAdapter
 from nexus.adapters.inbound.bounds import Guarded
 from nexus.adapters.inbound.discord import DiscordAdapter
 from nexus.adapters.inbound.email import EmailAdapter
@@ -31,5 +32,8 @@ def build_adapters(settings: Settings) -> dict[str, InboundAdapter]:
         GitHubAdapter(revealed(settings.github_webhook_secret)),
         StandardWebhookAdapter(revealed(settings.webhook_secret)),
         GmailPushAdapter(revealed(settings.gmail_push_token), settings.gmail_mailbox),
+        BlueBubblesAdapter(
+            revealed(settings.bluebubbles_webhook_secret), revealed(settings.bluebubbles_password)
+        ),
     ]
     return {adapter.name: Guarded(adapter) for adapter in adapters}

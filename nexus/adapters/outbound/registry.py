@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nexus.adapters.gmail_api import GmailApi
+from nexus.adapters.outbound.bluebubbles import BlueBubblesClient, BlueBubblesSender
 from nexus.adapters.outbound.discord import DiscordSender
 from nexus.adapters.outbound.email import EmailSender
 from nexus.adapters.outbound.gmail import GmailSender
@@ -38,5 +39,12 @@ def build_senders(settings: Settings, *, gmail: GmailApi | None = None) -> dict[
         ),
         WebhookSender(settings.webhook_reply_url, revealed(settings.webhook_secret)),
         GmailSender(gmail),
+        BlueBubblesSender(
+            BlueBubblesClient(
+                settings.bluebubbles_url,
+                revealed(settings.bluebubbles_password),
+                method=settings.bluebubbles_send_method,
+            )
+        ),
     ]
     return {sender.name: sender for sender in senders}

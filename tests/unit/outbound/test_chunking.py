@@ -38,6 +38,7 @@ def test_platform_limits() -> None:
         "discord": 2000,
         "whatsapp": 4096,
         "sms": 1600,
+        "imessage": 2000,
     }
     assert limit_for("discord") == 2000
     assert limit_for("email") is None

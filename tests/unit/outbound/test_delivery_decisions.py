@@ -69,6 +69,12 @@ def test_addresses_follow_the_inbound_delivery_context() -> None:
     assert long_mail is not None and long_mail.target["in_reply_to"] == whole
     assert address_for(_event("github"), {}) is None  # no way to answer
     assert address_for(_event("whatsapp"), {}) is None  # no phone number id to send from
+    group = "iMessage;+;chat912345678901234567"
+    imessage = address_for(_event("bluebubbles", platform="imessage", container_id=group), {})
+    assert imessage is not None
+    assert (imessage.sender, imessage.format) == ("bluebubbles", "imessage")
+    assert imessage.target == {"chat_guid": group} and imessage.reply_to is None
+    assert address_for(_event("bluebubbles", container_id=None), {}) is None  # no chat
 
 
 def _response(status: int, json: object = None, **headers: str) -> httpx.Response:

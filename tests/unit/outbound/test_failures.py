@@ -18,3 +18,5 @@ def test_an_excerpt_is_bounded_and_blanks_credentials_in_urls() -> None:
     cleaned = excerpt("POST https://api.telegram.org/bot123:AAE-secret_x/sendMessage failed")
     assert "AAE-secret_x" not in cleaned and "/bot[redacted]/sendMessage" in cleaned
     assert "hunter2" not in excerpt("GET https://ops:hunter2@hooks.example/reply: 401")
+    leaked = excerpt("GET http://mac.lan:1234/api/v1/ping?password=s3cr%40t&x=1: 401")
+    assert "s3cr" not in leaked and "?password=[redacted]&x=1" in leaked

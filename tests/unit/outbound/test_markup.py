@@ -84,7 +84,7 @@ def test_whatsapp() -> None:
     )
 
 
-@pytest.mark.parametrize("platform", ["sms", "email", "something-new"])
+@pytest.mark.parametrize("platform", ["sms", "imessage", "email", "something-new"])
 def test_plain_text(platform: str) -> None:
     assert render(platform, SAMPLE) == Rendered(
         "\n".join(

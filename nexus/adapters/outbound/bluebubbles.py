@@ -1,0 +1,152 @@
+"""iMessage out through a BlueBubbles server's REST API: texts by chat GUID, files,
+tapbacks and the typing indicator.
+
+Every call carries the server password as the `password` query parameter (the only way
+BlueBubbles takes it), so no URL is ever put in an error, and the password is blanked from
+whatever text an error holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import quote, quote_plus
+
+import httpx
+
+from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.ledger.records import DeliveryRecord
+from nexus.outbound.ports import Refused, RetryLater, SendResult, Sent
+
+SendMethod = Literal["apple-script", "private-api"]
+# The tapbacks BlueBubbles sends (`-love` takes one back); each needs its Private API.
+TAPBACKS = frozenset(
+    {"love", "like", "dislike", "laugh", "emphasize", "question"}
+    | {f"-{name}" for name in ("love", "like", "dislike", "laugh", "emphasize", "question")}
+)
+# What BlueBubbles answers (400) for a tempGuid it is still sending: the first attempt has
+# the chunk, so a retry of it must not be taken for a failure (nor be sent again).
+_IN_FLIGHT = "already queued"
+
+
+def tapback(reaction: str) -> str:
+    """The reaction as BlueBubbles names it, or ValueError naming the ones it takes (pure)."""
+    if reaction not in TAPBACKS:
+        raise ValueError(f"{reaction!r} is not a tapback; one of {', '.join(sorted(TAPBACKS))}")
+    return reaction
+
+
+class BlueBubblesClient:
+    """One BlueBubbles server: its URL and password. Each call answers a SendResult."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        password: str | None,
+        *,
+        method: SendMethod = "apple-script",
+        client: httpx.Client | None = None,
+    ) -> None:
+        self._base = base_url.rstrip("/") if base_url else None
+        self._password = password
+        self.method: SendMethod = method
+        self._client = client or new_client()
+
+    def missing(self) -> str | None:
+        """Which setting is missing, or None when the server can be called."""
+        if not self._base:
+            return "NEXUS_BLUEBUBBLES_URL is not set"
+        if not self._password:
+            return "NEXUS_BLUEBUBBLES_PASSWORD is not set"
+        return None
+
+    def send_text(self, chat_guid: str, text: str, temp_guid: str) -> SendResult:
+        """`POST /api/v1/message/text`; `temp_guid` names the send (echoed on its webhook)."""
+        body = {
+            "chatGuid": chat_guid,
+            "tempGuid": temp_guid,
+            "message": text,
+            "method": self.method,
+        }
+        return self._call("POST", "/api/v1/message/text", json=body)
+
+    def send_attachment(
+        self, chat_guid: str, name: str, data: bytes, mime_type: str | None, temp_guid: str
+    ) -> SendResult:
+        """`POST /api/v1/message/attachment`, multipart: the file as `attachment`."""
+        form = {"chatGuid": chat_guid, "tempGuid": temp_guid, "name": name, "method": self.method}
+        files = {"attachment": (name, data, mime_type or "application/octet-stream")}
+        return self._call("POST", "/api/v1/message/attachment", data=form, files=files)
+
+    def react(self, chat_guid: str, message_guid: str, reaction: str) -> SendResult:
+        """A tapback on the message `message_guid` (Private API)."""
+        body = {
+            "chatGuid": chat_guid,
+            "selectedMessageGuid": message_guid,
+            "reaction": tapback(reaction),
+        }
+        return self._call("POST", "/api/v1/message/react", json=body)
+
+    def typing(self, chat_guid: str, *, on: bool) -> SendResult:
+        """Show (`on`) or stop the typing indicator in the chat (Private API)."""
+        path = f"/api/v1/chat/{quote(chat_guid, safe='')}/typing"
+        return self._call("POST" if on else "DELETE", path)
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **request: Any) -> SendResult:
+        problem = self.missing()
+        if problem is not None:
+            return Refused(problem)
+        try:
+            response = self._client.request(
+                method,
+                f"{self._base}{path}",
+                params={"password": self._password or ""},
+                **request,
+            )
+        except httpx.HTTPError as error:
+            return self._scrubbed(transport_failure(error))
+        result = classify(response, message_id=_message_guid)
+        if isinstance(result, Refused) and _IN_FLIGHT in result.error.lower():
+            return Sent(None)  # a repeat of a send still under way: the first one has it
+        return self._scrubbed(result)
+
+    def _scrubbed(self, result: SendResult) -> SendResult:
+        """The result with the password (as typed, or URL-encoded) blanked from its error."""
+        if isinstance(result, Sent) or not self._password:
+            return result
+        error = result.error
+        for form in {self._password, quote(self._password, safe=""), quote_plus(self._password)}:
+            error = error.replace(form, "[redacted]")
+        if isinstance(result, RetryLater):
+            return RetryLater(error, result.retry_after_ms)
+        return Refused(error)
+
+
+def _message_guid(body: Any) -> str | None:
+    data = body.get("data") if isinstance(body, dict) else None
+    found = data.get("guid") if isinstance(data, dict) else None
+    return str(found) if found else None
+
+
+class BlueBubblesSender:
+    """Replies to iMessage chats: each chunk a text to the chat GUID it came from."""
+
+    name = "bluebubbles"
+
+    def __init__(self, client: BlueBubblesClient) -> None:
+        self.client = client
+
+    def idempotent(self, delivery: DeliveryRecord) -> bool:
+        # The tempGuid (the delivery id) stops a second send only while the first is still
+        # under way; once it has landed, the same call makes a second message.
+        return False
+
+    def send(self, delivery: DeliveryRecord) -> SendResult:
+        chat = delivery.target.get("chat_guid")
+        if not isinstance(chat, str) or not chat:
+            return Refused("the reply has no chat_guid to send to")
+        return self.client.send_text(chat, delivery.text, temp_guid=delivery.id)
