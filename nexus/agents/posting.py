@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import MessageSource, QueueMode
+from nexus.ledger.hook_lineage import LINEAGE
 from nexus.ledger.records import EventDraft, NewQueueItem
 
 AGENT = "agent"
@@ -22,9 +24,15 @@ def post(
     text: str,
     payload: dict[str, Any],
     mode: QueueMode = QueueMode.FOLLOWUP,
+    lineage: Sequence[str] = (),
 ) -> bool:
     """An agent event (deterministic id: posting twice is posting once) queued to the
-    session; the session's doorbell rings after commit. False if it was posted before."""
+    session; the session's doorbell rings after commit. False if it was posted before.
+    `lineage`: the hooks whose firings caused it (`events.hook_lineage` of the turn that
+    posts it), which never evaluate it; like every inbound event, it owes the rest of the
+    hooks an evaluation, due from this commit."""
+    if lineage:
+        payload = {**payload, LINEAGE: list(lineage)}
     stored = uow.ledger.events.insert(
         EventDraft(
             id=event_id,
@@ -46,4 +54,6 @@ def post(
     )
     if created and doorbell is not None:
         uow.after_commit(partial(doorbell.session_has_work, session_id))
+    if doorbell is not None:  # no router runs the hooks for it: ring them
+        uow.after_commit(partial(doorbell.hooks_due, event_id))
     return True

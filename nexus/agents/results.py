@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nexus.agents.posting import post
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
@@ -33,14 +35,16 @@ def deliver(
     text: str,
     *,
     failed: bool = False,
+    lineage: Sequence[str] = (),
 ) -> bool:
     """Queue `text` as the worker's result to its parent (once per `key`); the worker's task
-    is completed, or failed, in the same commit (a cancelled one stays cancelled)."""
+    is completed, or failed, in the same commit (a cancelled one stays cancelled).
+    `lineage`: the hooks whose firings caused the work it answers (`post`)."""
     if not worker.is_subagent:
         return False
     status = TaskStatus.FAILED if failed else TaskStatus.COMPLETED
     uow.ledger.workers.set_task_status(worker.id, status)
-    return _post_result(uow, doorbell, worker, key, text, status)
+    return _post_result(uow, doorbell, worker, key, text, status, lineage=lineage)
 
 
 def announce_cancel(uow: UnitOfWork, doorbell: Doorbell | None, worker: SessionRecord) -> bool:
@@ -56,6 +60,8 @@ def _post_result(
     key: str,
     text: str,
     status: TaskStatus,
+    *,
+    lineage: Sequence[str] = (),
 ) -> bool:
     if worker.parent_session_label is None:
         return False
@@ -74,6 +80,7 @@ def _post_result(
             "failed": status != TaskStatus.COMPLETED,
             "task_status": status.value,
         },
+        lineage=lineage,
     )
 
 
@@ -95,6 +102,13 @@ def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
             for m in result.messages
             if m.role == MessageRole.ASSISTANT and not m.content.get("partial")
         ]
-        deliver(uow, doorbell, session, turn_id, answers[-1] if answers else "(no answer)")
+        deliver(
+            uow,
+            doorbell,
+            session,
+            turn_id,
+            answers[-1] if answers else "(no answer)",
+            lineage=uow.ledger.events.hook_lineage(turn_id=turn_id),
+        )
 
     return hook

@@ -109,7 +109,8 @@ class AgentTools:
         text = str(arguments["text"])
 
         def effect(uow: UnitOfWork, turn_id: str) -> None:
-            deliver(uow, self._doorbell, me, turn_id, text)
+            lineage = uow.ledger.events.hook_lineage(turn_id=turn_id)
+            deliver(uow, self._doorbell, me, turn_id, text, lineage=lineage)
 
         context.effects.append(effect)
         return {"sent_to": me.parent_session_label}
@@ -211,6 +212,7 @@ class AgentTools:
                 event_id=f"agent:{label}:task",
                 text=text,
                 payload={"kind": "task", "from": me.label},
+                lineage=uow.ledger.events.hook_lineage(turn_id=turn_id),
             )
 
         context.effects.append(effect)
@@ -236,6 +238,7 @@ class AgentTools:
                 event_id=event_id,
                 text=text,
                 payload={"kind": "message", "from": me.label},
+                lineage=uow.ledger.events.hook_lineage(turn_id=turn_id),
             )
 
         context.effects.append(effect)
@@ -244,7 +247,7 @@ class AgentTools:
     def _fork(self, context: ToolContext, turn_id: str, text: str) -> Any:
         label = f"fork-{new_id()}"
 
-        def effect(uow: UnitOfWork, _turn: str) -> None:
+        def effect(uow: UnitOfWork, posting_turn: str) -> None:
             forked = uow.ledger.sessions.fork(turn_id, label=label)
             post(
                 uow,
@@ -253,6 +256,7 @@ class AgentTools:
                 event_id=f"agent:{label}:task",
                 text=text,
                 payload={"kind": "task", "from": context.session_label},
+                lineage=uow.ledger.events.hook_lineage(turn_id=posting_turn),
             )
 
         context.effects.append(effect)

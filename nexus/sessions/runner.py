@@ -388,7 +388,16 @@ class SessionRunner:
                 # A worker that cannot finish still answers its parent, with the failure.
                 worker = uow.ledger.sessions.get(plan.items[0].session_id)
                 if worker is not None:
-                    deliver(uow, self.doorbell, worker, f"dead:{dead[0]}", cause, failed=True)
+                    lineage = uow.ledger.events.hook_lineage(item_ids=dead)
+                    deliver(
+                        uow,
+                        self.doorbell,
+                        worker,
+                        f"dead:{dead[0]}",
+                        cause,
+                        failed=True,
+                        lineage=lineage,
+                    )
                 uow.ledger.queue.dispose(
                     dead,
                     status=QueueStatus.DEAD,
