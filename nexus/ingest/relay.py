@@ -62,7 +62,7 @@ def relay_hooks(
     it started died. With `flags`, an obligation some relay re-rang within the last
     `grace_ms` is not rung again. Returns how many were rung."""
     owed = uow.ledger.events.hooks_owed(
-        received_before=uow.ledger.clock() - grace_ms, limit=HOOKS_PER_RELAY
+        received_by=uow.ledger.clock() - grace_ms, limit=HOOKS_PER_RELAY
     )
     rung = 0
     for event_id in owed:

@@ -128,7 +128,7 @@ _RECENT = (
 _HOOKS_OWED = (
     select(events.c.id)
     .where(events.c.hooks_status == HookObligation.DUE)
-    .where(events.c.received_at < bindparam("received_before"))
+    .where(events.c.received_at <= bindparam("received_by"))
     .order_by(events.c.received_at, events.c.id)
     .limit(bindparam("limit", type_=Integer))
 )
@@ -341,12 +341,11 @@ class EventRepository:
             ).scalars()
         )
 
-    def hooks_owed(self, *, received_before: int, limit: int = 100) -> list[str]:
-        """Events whose hooks are still due, oldest first (the relay re-rings these)."""
+    def hooks_owed(self, *, received_by: int, limit: int = 100) -> list[str]:
+        """Events stored by `received_by` whose hooks are still due, oldest first (the
+        relay re-rings these)."""
         return list(
-            self._conn.execute(
-                _HOOKS_OWED, {"received_before": received_before, "limit": limit}
-            ).scalars()
+            self._conn.execute(_HOOKS_OWED, {"received_by": received_by, "limit": limit}).scalars()
         )
 
     def hooks_done(self, event_id: str) -> bool:
