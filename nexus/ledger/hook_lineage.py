@@ -29,7 +29,10 @@ def owes_hooks(adapter: str, direction: str) -> bool:
 
 def lineage_of(adapter: str, payload: Mapping[str, Any] | None) -> tuple[str, ...]:
     """The hooks whose firings caused this event (sorted, each once): the lineage it
-    carries, and for an event a hook fired, that hook too."""
+    carries, and for an event a hook fired, that hook too. Only Nexus's own events carry
+    one (`CARRIERS`): a platform's payload is what its sender wrote, never a lineage."""
+    if adapter not in CARRIERS:
+        return ()
     payload = payload or {}
     found = payload.get(LINEAGE)
     names = {name for name in found if isinstance(name, str)} if isinstance(found, list) else set()
