@@ -73,8 +73,10 @@ def evaluate(ctx: HookContext) -> HookResult:
 
 
 def _store(database: Database, draft: EventDraft) -> None:
+    """Stored and settled, as a message sent through the API is (it needs no router)."""
     with database.unit_of_work() as uow:
         uow.ledger.events.insert(draft)
+        uow.ledger.events.mark_processed(draft.id, "queued", "test")
         uow.commit()
 
 
@@ -270,6 +272,20 @@ def test_the_relay_rings_due_obligations_past_the_grace_and_not_done_ones(
         relay(uow, doorbell, grace_ms=0, hooks_grace_ms=0)
     assert doorbell.hooks[3:] == ["api:young"]
     assert _calls(database, "counting") == ["api:done", "api:old"]
+
+
+def test_the_relay_leaves_an_event_waiting_for_the_router_to_it(
+    database: Database, clock: FakeClock, tmp_path: Path
+) -> None:
+    hook_runner(database, clock, tmp_path, counting=COUNTING)
+    with database.unit_of_work() as uow:
+        ingest(uow, [_telegram("telegram:1")], RecordingDoorbell())
+        uow.commit()
+    clock.advance(1)
+    doorbell = RecordingDoorbell()
+    with database.unit_of_work() as uow:
+        relay(uow, doorbell, grace_ms=0, hooks_grace_ms=0)
+    assert doorbell.events == ["telegram:1"] and doorbell.hooks == []
 
 
 def test_relays_in_many_workers_ring_an_obligation_once_per_grace(

@@ -124,10 +124,13 @@ _RECENT = (
     .order_by(events.c.received_at.desc())
     .limit(bindparam("limit", type_=Integer))
 )
-# Oldest first, from the partial index of due obligations.
+# Oldest first, from the partial index of due obligations. An event still waiting for the
+# router is left to it (it runs the hooks after routing, and the relay rings it): a hook
+# run's write to that row would have the router's claim skip it.
 _HOOKS_OWED = (
     select(events.c.id)
     .where(events.c.hooks_status == HookObligation.DUE)
+    .where(events.c.status == EventStatus.PROCESSED)
     .where(events.c.received_at <= bindparam("received_by"))
     .order_by(events.c.received_at, events.c.id)
     .limit(bindparam("limit", type_=Integer))
@@ -342,8 +345,8 @@ class EventRepository:
         )
 
     def hooks_owed(self, *, received_by: int, limit: int = 100) -> list[str]:
-        """Events stored by `received_by` whose hooks are still due, oldest first (the
-        relay re-rings these)."""
+        """Events stored by `received_by` whose hooks are still due and that no router
+        waits to route, oldest first (the relay re-rings these)."""
         return list(
             self._conn.execute(_HOOKS_OWED, {"received_by": received_by, "limit": limit}).scalars()
         )
