@@ -14,7 +14,7 @@ from structlog.contextvars import bound_contextvars
 from nexus.bootstrap import Nexus, bootstrap_worker
 from nexus.ids import now_ms
 from nexus.ingest.files import scan_folder
-from nexus.ingest.relay import relay
+from nexus.ingest.relay import relay, relay_hooks
 from nexus.sessions.watchdog import ring_orphaned
 from nexus.settings import get_settings
 from nexus.timer.tick import tick
@@ -49,7 +49,9 @@ def _process(event_id: str) -> int:
 
 @shared_task(name="nexus.event.hooks")
 def run_hooks(event_id: str) -> int:
-    """The hooks for an event that needed no routing (a timer minute)."""
+    """The hooks for one event: rung after a commit that stored an event no router runs
+    them for (a timer minute, an API message), and by the relay for an obligation still
+    due. Idempotent: each hook is evaluated on an event at most once."""
     with bound_contextvars(task="nexus.event.hooks", event_id=event_id):
         return len(_runtime().run_hooks(event_id))
 
@@ -62,7 +64,7 @@ def timer_tick() -> int:
         ticked = tick(uow, runtime.doorbell, now_ms=now_ms())
         uow.commit()
     with runtime.database.unit_of_work() as uow:
-        counts = relay(uow, runtime.doorbell)
+        counts = relay(uow, runtime.doorbell, flags=runtime.coordination)
     recovered = runtime.delivery_service.recover()
     half_open = runtime.hook_runner.cool_breakers()
     with runtime.database.unit_of_work() as uow:
@@ -80,6 +82,7 @@ def timer_tick() -> int:
         skipped=ticked.skipped,
         relayed_events=counts.events,
         relayed_sessions=counts.sessions,
+        relayed_hooks=counts.hooks,
         deliveries_rung=recovered.rung,
         deliveries_lapsed=recovered.resent + recovered.failed,
     )
@@ -155,12 +158,13 @@ def _relay_on_start(**_: Any) -> None:
     # Whatever was rung while no worker listened, or lost with a flushed Redis, is owed.
     runtime = _runtime()
     with runtime.database.unit_of_work() as uow:
-        counts = relay(uow, runtime.doorbell, grace_ms=0)
+        counts = relay(uow, runtime.doorbell, grace_ms=0, hooks_grace_ms=0)
     recovered = runtime.delivery_service.recover()
     log.info(
         "relay_on_start",
         events=counts.events,
         sessions=counts.sessions,
+        hooks=counts.hooks,
         deliveries_rung=recovered.rung,
         deliveries_resent=recovered.resent,
         deliveries_failed=recovered.failed,
@@ -175,14 +179,19 @@ def _relay_on_start(**_: Any) -> None:
 
 
 def _watch_for_dead_runs(every_s: float) -> None:
-    """Every few seconds, ring the sessions of runs that died (sessions/watchdog.py)."""
+    """Every few seconds, ring the sessions of runs that died (sessions/watchdog.py), and
+    the hooks of events whose evaluation a dead run (or a lost ring) left due."""
     while True:
         time.sleep(every_s)
         try:
             graph = _runtime()
             orphans = ring_orphaned(graph.database, graph.coordination, graph.doorbell)
+            with graph.database.unit_of_work() as uow:
+                hooks = relay_hooks(uow, graph.doorbell, flags=graph.coordination)
         except Exception:  # a database or Redis outage: look again next time
             log.warning("watchdog_failed", exc_info=True)
             continue
         if orphans:
             log.warning("dead_runs_rung", sessions=orphans)
+        if hooks:
+            log.warning("hooks_rung_again", events=hooks)

@@ -149,6 +149,7 @@ class SpawnWorker:
                 event_id=f"agent:{self.label}:task",
                 text=self.text,
                 payload=_task_payload(self.caller),
+                lineage=uow.ledger.events.hook_lineage(turn_id=turn_id),
             )
 
         _land(uow, self.doorbell, self.caller, self.label, self.label, writes)
@@ -217,6 +218,7 @@ def _queue_task(
         event_id=effect.task_id,
         text=effect.text,
         payload=_task_payload(effect.caller, effect.task_id),
+        lineage=uow.ledger.events.hook_lineage(turn_id=turn_id),
     )
     uow.ledger.tasks.create(
         NewTask(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from nexus.arrival.service import DENIED, QUEUED, ArrivalSignals, queue_for
@@ -9,6 +11,7 @@ from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy, arrival
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.ledger.enums import MessageSource, QueueMode, SessionStatus
+from nexus.ledger.hook_lineage import LINEAGE
 from nexus.ledger.records import EventDraft
 from nexus.ledger.repository import NotFound
 
@@ -26,11 +29,17 @@ def post(
     mode: QueueMode = QueueMode.FOLLOWUP,
     signals: ArrivalSignals | None = None,
     queueing: QueuePolicy = SHIPPED_QUEUE_POLICY,
+    lineage: Sequence[str] = (),
 ) -> bool:
     """An agent event (deterministic id: posting twice is posting once) queued to the
     session through the one way in (its cap, its running turn's signals, its stream); the
     session's doorbell rings after commit. False if it was posted before. An archived
-    session takes nothing: the event is kept with that disposition, and False."""
+    session takes nothing: the event is kept with that disposition, and False.
+    `lineage`: the hooks whose firings caused it (`events.hook_lineage` of the turn that
+    posts it), which never evaluate it; like every inbound event, it owes the rest of the
+    hooks an evaluation, due from this commit."""
+    if lineage:
+        payload = {**payload, LINEAGE: list(lineage)}
     stored = uow.ledger.events.insert(
         EventDraft(
             id=event_id,
@@ -54,4 +63,6 @@ def post(
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
     came = arrival(session, None, event, queueing, mode=mode)
     queue_for(uow, session, [came], signals=signals, doorbell=doorbell)
+    if doorbell is not None:  # no router runs the hooks for it: ring them
+        uow.after_commit(partial(doorbell.hooks_due, event_id))
     return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nexus.agents.posting import post
@@ -38,6 +39,7 @@ def deliver(
     text: str,
     *,
     failed: bool = False,
+    lineage: Sequence[str] = (),
 ) -> bool:
     """Queue `text` as the worker's result to its parent (once per `key`); the worker's task
     is completed, or failed, in the same commit (a cancelled one stays cancelled)."""
@@ -45,7 +47,7 @@ def deliver(
         return False
     status = TaskStatus.FAILED if failed else TaskStatus.COMPLETED
     uow.ledger.workers.set_task_status(worker.id, status)
-    return _post_result(uow, doorbell, worker, key, text, status)
+    return _post_result(uow, doorbell, worker, key, text, status, lineage=lineage)
 
 
 def report_dead(
@@ -55,15 +57,21 @@ def report_dead(
     key: str,
     cause: str,
     event_ids: list[str | None],
+    *,
+    lineage: Sequence[str] = (),
 ) -> None:
     """Inputs of `session` were dead-lettered: the tracked tasks among them fail and their
     callers are told; a worker's parent hears of it too (once, if it is one of them)."""
     tasks = [event_id for event_id in event_ids if event_id and is_task_event(event_id)]
-    told = settle_tasks(uow, doorbell, session, tasks, cause, TaskStatus.FAILED) if tasks else set()
+    told = (
+        settle_tasks(uow, doorbell, session, tasks, cause, TaskStatus.FAILED, lineage=lineage)
+        if tasks
+        else set()
+    )
     if session.is_subagent and session.parent_session_label in told:
         uow.ledger.workers.set_task_status(session.id, TaskStatus.FAILED)
         return
-    deliver(uow, doorbell, session, key, cause, failed=True)
+    deliver(uow, doorbell, session, key, cause, failed=True, lineage=lineage)
 
 
 def announce_cancel(uow: UnitOfWork, doorbell: Doorbell | None, worker: SessionRecord) -> bool:
@@ -79,10 +87,21 @@ def _post_result(
     key: str,
     text: str,
     status: TaskStatus,
+    *,
+    lineage: Sequence[str] = (),
 ) -> bool:
     if worker.parent_session_label is None:
         return False
-    return _post_to(uow, doorbell, worker.parent_session_label, worker.label, key, text, status)
+    return _post_to(
+        uow,
+        doorbell,
+        worker.parent_session_label,
+        worker.label,
+        key,
+        text,
+        status,
+        lineage=lineage,
+    )
 
 
 def _post_to(
@@ -95,6 +114,7 @@ def _post_to(
     status: TaskStatus,
     *,
     task: str | None = None,
+    lineage: Sequence[str] = (),
 ) -> bool:
     """Queue the result to `caller_label` (followed through aliases); False if it is gone
     or this result was posted before."""
@@ -116,6 +136,7 @@ def _post_to(
         event_id=result_event_id(key),
         text=f"[{WORKER_RESULT}] {worker_label} {_VERDICTS[status]}: {text}",
         payload=payload,
+        lineage=lineage,
     )
 
 
@@ -168,6 +189,8 @@ def settle_tasks(
     event_ids: list[str],
     text: str,
     status: TaskStatus,
+    *,
+    lineage: Sequence[str] = (),
 ) -> set[str]:
     """Settle the still pending tasks these events carry and send each caller its result,
     in the caller's commit; the labels of the callers told."""
@@ -184,6 +207,7 @@ def settle_tasks(
             text,
             status,
             task=task.event_id,
+            lineage=lineage,
         )
         if sent:
             told.add(task.caller_session_label)
@@ -214,19 +238,25 @@ def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
     ) -> None:
         told: set[str] = set()
         tasks = task_inputs(result)
+        # What the turn posts carries the hooks whose firings caused it: they never
+        # evaluate it (docs/hooks.md, "Lineage").
+        lineage = uow.ledger.events.hook_lineage(turn_id=turn_id)
         if tasks and result.status == TurnStatus.COMPLETED:
+            answer = _answer(result)
             told = settle_tasks(
-                uow, doorbell, session, tasks, _answer(result), TaskStatus.COMPLETED
+                uow, doorbell, session, tasks, answer, TaskStatus.COMPLETED, lineage=lineage
             )
         elif tasks and result.status == TurnStatus.ABORTED:
             why = "its turn was aborted before it finished"
-            told = settle_tasks(uow, doorbell, session, tasks, why, TaskStatus.FAILED)
+            told = settle_tasks(
+                uow, doorbell, session, tasks, why, TaskStatus.FAILED, lineage=lineage
+            )
         if not session.is_subagent or result.status != TurnStatus.COMPLETED:
             return
         if session.parent_session_label in told:
             # Its manager sent this as a tracked task and has the answer: once is enough.
             uow.ledger.workers.set_task_status(session.id, TaskStatus.COMPLETED)
             return
-        deliver(uow, doorbell, session, turn_id, _answer(result))
+        deliver(uow, doorbell, session, turn_id, _answer(result), lineage=lineage)
 
     return hook

@@ -135,7 +135,8 @@ class AgentTools:
         text = str(arguments["text"])
 
         def effect(uow: UnitOfWork, turn_id: str) -> None:
-            deliver(uow, self._doorbell, me, turn_id, text)
+            lineage = uow.ledger.events.hook_lineage(turn_id=turn_id)
+            deliver(uow, self._doorbell, me, turn_id, text, lineage=lineage)
 
         context.effects.append(effect)
         return {"sent_to": me.parent_session_label}
@@ -265,6 +266,7 @@ class AgentTools:
                 event_id=event_id,
                 text=text,
                 payload={"kind": "message", "from": me.label},
+                lineage=uow.ledger.events.hook_lineage(turn_id=turn_id),
             )
 
         context.effects.append(effect)

@@ -22,13 +22,14 @@ from nexus.hooks.pool import HookPool
 from nexus.hooks.settle import settle
 from nexus.hooks.spec import HookContext, HookResult, Routing
 from nexus.ids import Clock, now_ms
-from nexus.ledger.enums import BreakerState, HookMode, MessageSource
+from nexus.ledger.enums import BreakerState, HookMode, HookObligation, MessageSource
+from nexus.ledger.hook_lineage import CARRIERS, HOOK_ADAPTER, LINEAGE, lineage_of, merged
 from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewSession, SessionRecord
 from nexus.ledger.repository import SessionArchived
 from nexus.routing.route import RouteTarget, route
 
 log = structlog.get_logger(__name__)
-HOOK_ADAPTER = "hook"
+__all__ = ["HOOK_ADAPTER", "HookRunner"]
 TIMER_ADAPTER = "timer"
 DEFAULT_PERSONA = "atlas"
 
@@ -115,13 +116,28 @@ class HookRunner:
         return invocation, _as_json(invocation.result)
 
     def run(self, event_id: str) -> list[Invocation]:
+        """Discharge the event's hook obligation: evaluate every hook that applies and has
+        no invocation for it yet, record each call once, and mark the obligation done in
+        the same transaction. Any number of runs may be rung for one event (the router,
+        the task, the relay): each hook is evaluated on it at most once, however they
+        overlap. Returns the invocations this run recorded."""
         if not self.hooks:
-            return []  # nothing loaded in this process: no reason to read the ledger
+            # Nothing loaded in this process: no reason to read the ledger. What the
+            # event owes is left to a process that runs hooks.
+            return []
         with self.database.unit_of_work() as uow:
             event = uow.ledger.events.get(event_id)
+            if event is None or event.hooks_status != HookObligation.DUE:
+                # Owes nothing (a hook's own firing, a reply, or stored while no hook was
+                # enabled: no loops through what hooks fired), or evaluated already.
+                return []
             rows = {row.name: row for row in uow.ledger.hooks.all()}
-        if event is None or event.adapter == HOOK_ADAPTER:
-            return []  # hooks never react to what hooks fired: no loops
+            invoked = uow.ledger.hooks.invoked(event_id)
+            lineage = (
+                lineage_of(event.adapter, uow.ledger.events.payload_of(event_id))
+                if event.adapter in CARRIERS
+                else ()
+            )
         minute = _timer_minute(event)
         now = self.clock()
         chosen: list[LoadedHook] = []
@@ -129,6 +145,8 @@ class HookRunner:
             row = rows.get(hook.meta.name)
             if row is None or not row.enabled:
                 continue
+            if hook.meta.name in invoked or hook.meta.name in lineage:
+                continue  # evaluated on this event already; or a firing of its own caused it
             if hook.meta.schedule is not None and (
                 minute is None or not cron_matches(hook.meta.schedule, minute)
             ):
@@ -136,6 +154,9 @@ class HookRunner:
             if admit(_breaker(row), now)[0]:
                 chosen.append(hook)
         if not chosen:
+            with self.database.unit_of_work() as uow:
+                uow.ledger.events.hooks_done(event_id)
+                uow.commit()
             return []
         invocations = evaluate_all(
             chosen,
@@ -143,16 +164,20 @@ class HookRunner:
             now_ms=self.clock,
             pool=self.pool,
         )
+        recorded: list[Invocation] = []
         with self.database.unit_of_work() as uow:
             # Other workers may have run these hooks meanwhile: the outcome is written over
             # their rows as they are now, each held until this commits.
             current = uow.ledger.hooks.lock([i.hook.meta.name for i in invocations])
             for invocation in invocations:
                 name = invocation.hook.meta.name
-                if name in current:
-                    self._settle(uow, event, invocation, rows[name].state, current[name])
+                if name in current and self._settle(
+                    uow, event, invocation, rows[name].state, current[name], lineage=lineage
+                ):
+                    recorded.append(invocation)
+            uow.ledger.events.hooks_done(event_id)
             uow.commit()
-        return invocations
+        return recorded
 
     def _context(self, event: EventRecord, row: HookRecord, minute: int | None) -> HookContext:
         return HookContext(
@@ -199,7 +224,12 @@ class HookRunner:
         invocation: Invocation,
         state_before: dict[str, Any],
         now_row: HookRecord,
-    ) -> None:
+        *,
+        lineage: Sequence[str] = (),
+    ) -> bool:
+        """Record the call and apply its outcome; False, changing nothing, when another run
+        recorded this hook's invocation for the event first: its state change and firing
+        are that run's, and this one's are discarded (a hook fires at most once per event)."""
         hook = invocation.hook
         now = self.clock()
         result = invocation.result if invocation.error is None else None
@@ -213,7 +243,7 @@ class HookRunner:
             disable=bool(result and result.disable_hook),
             now_ms=now,
         )
-        uow.ledger.hooks.record_invocation(
+        if not uow.ledger.hooks.record_invocation(
             hook.meta.name,
             event_id=event.id,
             started_at=invocation.started_at,
@@ -221,7 +251,9 @@ class HookRunner:
             fired=settled.fires,
             result=_as_json(result),
             error=invocation.error,
-        )
+        ):
+            log.info("hook_already_invoked", hook=hook.meta.name, event_id=event.id)
+            return False
         uow.ledger.hooks.after_call(
             hook.meta.name,
             breaker_state=settled.breaker.state.value,
@@ -240,10 +272,17 @@ class HookRunner:
                 breaker=settled.breaker.state.value,
             )
         if settled.fires and result is not None:
-            self._fire(uow, event, hook, result)
+            self._fire(uow, event, hook, result, lineage=lineage)
+        return True
 
     def _fire(
-        self, uow: UnitOfWork, event: EventRecord, hook: LoadedHook, result: HookResult
+        self,
+        uow: UnitOfWork,
+        event: EventRecord,
+        hook: LoadedHook,
+        result: HookResult,
+        *,
+        lineage: Sequence[str] = (),
     ) -> None:
         """A fired hook is an event of its own (deterministic id: firing twice for one event
         is one firing), queued to its target session like any message."""
@@ -263,6 +302,8 @@ class HookRunner:
                     "hook": hook.meta.name,
                     "about": event.id,
                     "extracted": dict(result.extracted),
+                    # What this firing's answer posts carries it on (nexus/ledger/hook_lineage.py).
+                    LINEAGE: merged([lineage, [hook.meta.name]]),
                 },
             )
         )

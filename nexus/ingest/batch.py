@@ -18,7 +18,7 @@ from nexus.arrival.settings import (
     principal_for,
 )
 from nexus.db import UnitOfWork
-from nexus.ledger.enums import SessionOrigin, SessionStatus
+from nexus.ledger.enums import HookObligation, SessionOrigin, SessionStatus
 from nexus.ledger.records import EventRecord, NewSession, QueueItemRecord, SessionRecord
 
 # Events one router run takes: enough that a burst costs a few runs, few enough that one
@@ -43,11 +43,13 @@ class Drained:
     """What one router run routed, and the sessions that now have work (each once).
     `alone`: for a session whose whole queue, as a session run would read it, is the one
     item this run queued, that item and its event as claimed here (its disposition written
-    since): a run claiming in this transaction need not read the queue."""
+    since): a run claiming in this transaction need not read the queue. `owing_hooks`: the
+    events whose hook evaluation is due, as claimed."""
 
     events: tuple[ProcessedEvent, ...]
     sessions: tuple[str, ...]
     alone: dict[str, tuple[QueueItemRecord, EventRecord]] = field(default_factory=dict)
+    owing_hooks: frozenset[str] = frozenset()
 
 
 def route_waiting(
@@ -138,5 +140,10 @@ def route_waiting(
     if not ordered:  # nothing was queued (every event denied): no enqueue to ride with
         uow.ledger.events.mark_many_processed(outcomes)
     return Drained(
-        events=tuple(results[event.id] for event, _ in waiting), sessions=tuple(plan), alone=alone
+        events=tuple(results[event.id] for event, _ in waiting),
+        sessions=tuple(plan),
+        alone=alone,
+        owing_hooks=frozenset(
+            event.id for event, _ in waiting if event.hooks_status == HookObligation.DUE
+        ),
     )

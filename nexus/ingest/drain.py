@@ -134,9 +134,11 @@ class EventRouter:
                     claimed = replace(claimed, announce=tuple(arrivals.held))
                 self.runs.run(inline, claimed=claimed)
             # Hooks after the turn this run owed: a slow or broken hook delays nothing a
-            # person is waiting for.
+            # person is waiting for. Only events that owe them an evaluation: one whose
+            # obligation this run never gets to (it died in the turn) is re-rung by the relay.
             for event in drained.events:
-                self.after_routing(event)
+                if event.event_id in drained.owing_hooks:
+                    self.after_routing(event)
             if last:
                 break
         if rang_for is not None and all(e.event_id != rang_for for e in routed):

@@ -157,6 +157,16 @@ class HookMode(StrEnum):
     ONE_SHOT = "one-shot"
 
 
+class HookObligation(StrEnum):
+    """An event's evaluation by the hooks (`events.hooks_status`), written with the event:
+    `due` until every hook that applies has its invocation, then `done`; never back. An
+    event that owes the hooks nothing (fired by a hook, outbound, or stored while no hook
+    was enabled) has none (NULL)."""
+
+    DUE = "due"
+    DONE = "done"
+
+
 class AgentStatus(StrEnum):
     ACTIVE = "active"
     ARCHIVED = "archived"

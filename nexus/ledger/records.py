@@ -387,6 +387,7 @@ class EventRecord(Record):
     disposition: str | None
     disposition_detail: str | None
     model_overrides: dict[str, Any] | None = None
+    hooks_status: str | None = None  # HookObligation, or None: owes the hooks nothing
 
 
 class NewQueueItem(Record):

@@ -390,7 +390,16 @@ class SessionRunner:
                 worker = uow.ledger.sessions.get(plan.items[0].session_id)
                 if worker is not None:
                     inputs = [i.event_id for i in plan.items if i.id in dead]
-                    report_dead(uow, self.doorbell, worker, f"dead:{dead[0]}", cause, inputs)
+                    lineage = uow.ledger.events.hook_lineage(item_ids=dead)
+                    report_dead(
+                        uow,
+                        self.doorbell,
+                        worker,
+                        f"dead:{dead[0]}",
+                        cause,
+                        inputs,
+                        lineage=lineage,
+                    )
                 uow.ledger.queue.dispose(
                     dead,
                     status=QueueStatus.DEAD,

@@ -46,6 +46,14 @@ def _store(database: Database, clock: FakeClock, *events: tuple[str, str]) -> No
         uow.commit()
 
 
+def _enable_a_hook(database: Database) -> None:
+    """A hook registered and enabled (as `nexus hooks sync` leaves it): events stored from
+    now on owe the hooks an evaluation."""
+    with database.unit_of_work() as uow:
+        uow.ledger.hooks.sync([("watch", "/hooks/watch.py", "", "persistent", None, "h")])
+        uow.commit()
+
+
 class _Runs:
     """Runs sessions inline by recording them; claims nothing ahead."""
 
@@ -122,6 +130,7 @@ def test_a_known_senders_entity_is_read_with_the_waiting_events(
 def test_a_full_batch_is_followed_by_another_and_the_last_runs_one_session_inline(
     database: Database, clock: FakeClock
 ) -> None:
+    _enable_a_hook(database)
     _store(database, clock, *((f"telegram:{n}", f"s{n % 3}") for n in range(1, 6)))
     ran: list[str] = []
     seen: list[ProcessedEvent] = []
@@ -133,6 +142,20 @@ def test_a_full_batch_is_followed_by_another_and_the_last_runs_one_session_inlin
     # runs its session here instead of ringing it.
     assert ran == [routed[4].session_id]
     assert doorbell.sessions == [r.session_id for r in routed[:4]]
+
+
+def test_the_hooks_are_run_after_routing_only_for_events_that_owe_them(
+    database: Database, clock: FakeClock
+) -> None:
+    """No hook was enabled when the first event was stored: it owes the hooks nothing, so
+    the router does not run them for it (a deployment without hooks pays nothing)."""
+    _store(database, clock, ("telegram:1", "ann"))
+    _enable_a_hook(database)
+    _store(database, clock, ("telegram:2", "bob"))
+    seen: list[ProcessedEvent] = []
+    router, _ = _router(database, after_routing=seen.append)
+    router.drain()
+    assert [r.event_id for r in seen] == ["telegram:2"]
 
 
 def test_a_run_lowers_the_pending_flag_before_it_reads(

@@ -204,6 +204,7 @@ def check_invariants(
     problems += _deliveries(connection, ledger, platform_messages)
     problems += _nothing_deleted(connection, baseline)
     problems += _arrival_order(connection, ledger, chains)
+    problems += _hooks_once(connection, settled=settled)
     if settled:
         problems += _no_input_left_in_an_aborted_turn(ledger, chains)
     return problems
@@ -351,6 +352,29 @@ def _no_input_left_in_an_aborted_turn(
                     f"{_label(ledger, session_id)} were consumed by the aborted turn {turn_id} "
                     "and no later turn answered them"
                 )
+    return problems
+
+
+def _hooks_once(connection: Connection, *, settled: bool) -> list[str]:
+    """Every event's hooks are evaluated exactly once: once settled, no event still owes
+    the hooks its evaluation (docs/hooks.md), and no hook has two calls on one event."""
+    problems = []
+    if settled:
+        for row in _rows(
+            connection,
+            "SELECT id FROM events WHERE hooks_status = 'due' ORDER BY received_at, id",
+        ):
+            problems.append(f"[hooks] event {row['id']!r} still owes the hooks its evaluation")
+    for row in _rows(
+        connection,
+        "SELECT event_id, hook_name, count(*) AS calls FROM hook_invocations "
+        "WHERE event_id IS NOT NULL GROUP BY event_id, hook_name HAVING count(*) > 1 "
+        "ORDER BY event_id, hook_name",
+    ):
+        problems.append(
+            f"[hooks] hook {row['hook_name']!r} was evaluated {row['calls']} times on event "
+            f"{row['event_id']!r}"
+        )
     return problems
 
 

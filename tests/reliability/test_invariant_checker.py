@@ -309,3 +309,26 @@ def test_an_input_left_in_an_aborted_turn_is_reported(scene: Scene) -> None:
         f"[interrupt] queue items {left} of session {scene.session.label!r} were consumed by "
         f"the aborted turn {_head(scene)} and no later turn answered them"
     ], problems
+
+
+def test_an_obligation_left_due_and_a_hook_called_twice_are_reported(scene: Scene) -> None:
+    _sound(scene)
+    scene.connection.exec_driver_sql(
+        "INSERT INTO hooks (name, path, description, mode, enabled, breaker_state, "
+        "consecutive_errors, state, created_at, updated_at) "
+        "VALUES ('watch', 'watch.py', '', 'persistent', true, 'closed', 0, '{}', 0, 0)"
+    )
+    owed = scene.event("owed")  # stored while a hook is enabled: due
+    assert scene.check(settled=False) == []  # on its way: not yet a fault
+    # What the unique index forbids, so the check has something to find.
+    scene.connection.exec_driver_sql("DROP INDEX ux_hook_invocations_event_id_hook_name")
+    for invocation in ("01A", "01B"):
+        scene.connection.exec_driver_sql(
+            "INSERT INTO hook_invocations (id, hook_name, event_id, started_at, latency_ms, "
+            f"fired) VALUES ('{invocation}', 'watch', 'test:one', 0, 1, false)"
+        )
+    problems = [p for p in scene.check() if p.startswith("[hooks]")]
+    assert problems == [
+        f"[hooks] event {owed!r} still owes the hooks its evaluation",
+        "[hooks] hook 'watch' was evaluated 2 times on event 'test:one'",
+    ], problems

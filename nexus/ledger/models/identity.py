@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from nexus.ledger.enums import EventDirection, EventStatus
+from nexus.ledger.enums import EventDirection, EventStatus, HookObligation
 from nexus.ledger.models.base import Base, Millis, one_of
+
+HOOKS_DUE = "hooks_status = 'due'"
 
 
 class Event(Base):
@@ -18,8 +20,17 @@ class Event(Base):
     __table_args__ = (
         one_of("status", EventStatus),
         one_of("direction", EventDirection),
+        one_of("hooks_status", HookObligation),
         Index("ix_events_status_received_at", "status", "received_at"),
         Index("ix_events_container", "platform", "container_id"),
+        # Only the events whose hooks are still owed: small, and what the relay reads.
+        Index(
+            "ix_events_hooks_due",
+            "received_at",
+            "id",
+            postgresql_where=text(HOOKS_DUE),
+            sqlite_where=text(HOOKS_DUE),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(255), primary_key=True)  # {adapter}:{provider_id}
@@ -48,6 +59,8 @@ class Event(Base):
     processed_at: Mapped[int | None] = mapped_column(Millis)
     # The model configuration the turn that answers this event is to use (per-turn layer).
     model_overrides: Mapped[dict[str, Any] | None] = mapped_column()
+    # Its evaluation by the hooks (HookObligation), written with the event: nexus/hooks/.
+    hooks_status: Mapped[str | None] = mapped_column(String(8))
 
 
 class Entity(Base):

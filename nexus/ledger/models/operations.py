@@ -39,7 +39,8 @@ class HookInvocation(Base):
     __tablename__ = "hook_invocations"
     __table_args__ = (
         Index("ix_hook_invocations_hook_name_started_at", "hook_name", "started_at"),
-        Index("ix_hook_invocations_event_id", "event_id"),
+        # One invocation per hook and event: a hook is evaluated on an event at most once.
+        Index("ux_hook_invocations_event_id_hook_name", "event_id", "hook_name", unique=True),
     )
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)

@@ -10,7 +10,10 @@ from sqlalchemy import (
     Connection,
     Integer,
     Select,
+    String,
     bindparam,
+    case,
+    exists,
     func,
     or_,
     select,
@@ -19,14 +22,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from nexus.ids import Clock
-from nexus.ledger.enums import EventStatus
-from nexus.ledger.models import Contact, Entity, Event, QueueItem, Turn, table_of
+from nexus.ledger.enums import EventStatus, HookObligation
+from nexus.ledger.hook_lineage import CARRIERS, lineage_of, merged, owes_hooks
+from nexus.ledger.models import Contact, Entity, Event, Hook, QueueItem, Turn, table_of
 from nexus.ledger.records import EntityRecord, EventDraft, EventRecord
 from nexus.ledger.repository import driver
-from nexus.ledger.repository._sql import columns_for, to_record
-from nexus.ledger.repository.dialect_sql import insert_unless_present
+from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository.dialect_sql import PerDialect
 
 events = table_of(Event)
+hooks = table_of(Hook)
 queue_items = table_of(QueueItem)
 turns = table_of(Turn)
 contacts = table_of(Contact)
@@ -39,8 +44,21 @@ _RECORD_COLUMNS = columns_for(events, EventRecord)
 _EVENT_FIELDS = list(EventRecord.model_fields)
 
 
+# The event's hook obligation, written by the statement that stores it: `due` for an event
+# that owes the hooks an evaluation (`hooks_due`, from `owes_hooks`) while some hook is
+# enabled; none otherwise, so a deployment without hooks never has an obligation to settle.
+_HOOKS_STATUS = case(
+    (exists().where(hooks.c.enabled.is_(True)), bindparam("hooks_due", type_=String))
+)
 # The row (given as parameters) unless its id is stored already; answers the id.
-_INSERT = insert_unless_present(events, ["id"], returning=events.c.id)
+_INSERT = PerDialect(
+    lambda connection: (
+        upsert_insert(connection, events)
+        .values(hooks_status=_HOOKS_STATUS)
+        .on_conflict_do_nothing(index_elements=["id"])
+        .returning(events.c.id)
+    )
+)
 _GET = select(*_RECORD_COLUMNS).where(events.c.id == bindparam("event_id"))
 _ANSWERED_BY = (
     select(*_RECORD_COLUMNS, events.c.payload.label("raw_payload"))
@@ -106,6 +124,23 @@ _RECENT = (
     .order_by(events.c.received_at.desc())
     .limit(bindparam("limit", type_=Integer))
 )
+# Oldest first, from the partial index of due obligations. An event still waiting for the
+# router is left to it (it runs the hooks after routing, and the relay rings it): a hook
+# run's write to that row would have the router's claim skip it.
+_HOOKS_OWED = (
+    select(events.c.id)
+    .where(events.c.hooks_status == HookObligation.DUE)
+    .where(events.c.status == EventStatus.PROCESSED)
+    .where(events.c.received_at <= bindparam("received_by"))
+    .order_by(events.c.received_at, events.c.id)
+    .limit(bindparam("limit", type_=Integer))
+)
+# Forward only: an obligation is discharged once, and never owed again.
+_HOOKS_DONE = (
+    update(events)
+    .where(events.c.id == bindparam("event_id"), events.c.hooks_status == HookObligation.DUE)
+    .values(hooks_status=HookObligation.DONE)
+)
 
 
 # The columns of an event stored already settled (`event_row` with a disposition).
@@ -123,10 +158,12 @@ def event_row(
     draft: EventDraft, now: int, *, disposition: str | None = None, detail: str | None = None
 ) -> dict[str, Any]:
     """The row of an event received `now`: waiting for the router, or, with a
-    `disposition`, stored already settled."""
+    `disposition`, stored already settled. `hooks_due` is the obligation an insert writes
+    when some hook is enabled (`_HOOKS_STATUS`)."""
     row = draft.model_dump()
     row["attachments"] = list(draft.attachments)
     row["received_at"] = now
+    row["hooks_due"] = HookObligation.DUE if owes_hooks(draft.adapter, draft.direction) else None
     if disposition is not None:
         row.update(
             status=EventStatus.PROCESSED,
@@ -157,14 +194,15 @@ _touched = (
 _stored = (
     postgresql.insert(events)
     .from_select(
-        _RECEIVED_COLUMNS,
+        [*_RECEIVED_COLUMNS, "hooks_status"],
         select(
             *(
                 _touched.c.id
                 if name == "contact_id"
                 else bindparam(f"e_{name}", type_=events.c[name].type)
                 for name in _RECEIVED_COLUMNS
-            )
+            ),
+            _HOOKS_STATUS,
         ),
     )
     .on_conflict_do_nothing(index_elements=["id"])
@@ -205,7 +243,11 @@ class EventRepository:
         row = event_row(draft, now)
         params = {f"e_{name}": row[name] for name in _RECEIVED_COLUMNS if name != "contact_id"}
         params.update(
-            contact_platform=platform, contact_sender=sender_id, seen_at=now, seen_name=display_name
+            contact_platform=platform,
+            contact_sender=sender_id,
+            seen_at=now,
+            seen_name=display_name,
+            hooks_due=row["hooks_due"],
         )
         found = driver.one_or_none(self._conn, _TOUCH_AND_INSERT, params)
         if found is None or found["contact"] is None:
@@ -301,6 +343,39 @@ class EventRepository:
                 _UNPROCESSED, {"received_before": received_before, "limit": limit}
             ).scalars()
         )
+
+    def hooks_owed(self, *, received_by: int, limit: int = 100) -> list[str]:
+        """Events stored by `received_by` whose hooks are still due and that no router
+        waits to route, oldest first (the relay re-rings these)."""
+        return list(
+            self._conn.execute(_HOOKS_OWED, {"received_by": received_by, "limit": limit}).scalars()
+        )
+
+    def hooks_done(self, event_id: str) -> bool:
+        """Discharge the event's hook obligation; False when it was not due (discharged
+        already, or never owed)."""
+        return bool(driver.execute(self._conn, _HOOKS_DONE, {"event_id": event_id}))
+
+    def hook_lineage(
+        self, *, turn_id: str | None = None, item_ids: Sequence[str] = ()
+    ) -> list[str]:
+        """The hook lineage (`nexus.ledger.hook_lineage`) of what a turn answered: of the
+        events of the queue items it consumed (`turn_id`, in its own commit's transaction)
+        or of the given items. Only events hooks fired and agents posted carry one."""
+        conditions = []
+        if turn_id is not None:
+            conditions.append(queue_items.c.consumed_by_turn_id == turn_id)
+        if item_ids:
+            conditions.append(queue_items.c.id.in_(list(item_ids)))
+        if not conditions:
+            return []
+        rows = self._conn.execute(
+            select(events.c.adapter, events.c.payload)
+            .join(queue_items, queue_items.c.event_id == events.c.id)
+            .where(or_(*conditions))
+            .where(events.c.adapter.in_(CARRIERS))
+        )
+        return merged(lineage_of(row.adapter, row.payload) for row in rows)
 
     def search(self, query: str, *, limit: int = 10) -> list[EventRecord]:
         """Inbound events whose text contains any of the query's words, newest first."""

@@ -127,9 +127,12 @@ class HookRepository:
         fired: bool,
         result: dict[str, Any] | None,
         error: str | None,
-    ) -> None:
-        self._conn.execute(
-            invocations.insert().values(
+    ) -> bool:
+        """Record one call of the hook on the event; False, having written nothing, when
+        that hook already has its invocation for the event (another run recorded it)."""
+        statement = (
+            upsert_insert(self._conn, invocations)
+            .values(
                 id=new_id(),
                 hook_name=name,
                 event_id=event_id,
@@ -139,6 +142,17 @@ class HookRepository:
                 result=result,
                 error=error,
             )
+            .on_conflict_do_nothing(index_elements=["event_id", "hook_name"])
+            .returning(invocations.c.id)
+        )
+        return self._conn.execute(statement).first() is not None
+
+    def invoked(self, event_id: str) -> set[str]:
+        """The hooks that have their invocation for the event."""
+        return set(
+            self._conn.execute(
+                select(invocations.c.hook_name).where(invocations.c.event_id == event_id)
+            ).scalars()
         )
 
     def invocations_of(self, name: str) -> list[dict[str, Any]]:
