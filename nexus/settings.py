@@ -1,4 +1,4 @@
-"""Configuration: the only module that reads the environment (names in INTERFACES.md)."""
+"""Configuration: the only module that reads the environment (names: deploy/env.example)."""
 
 from __future__ import annotations
 

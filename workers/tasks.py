@@ -1,4 +1,4 @@
-"""Thin tasks: an id in, a unit of work, the core, commit (DESIGN §1 rule 7)."""
+"""Thin tasks: an id in, a unit of work, the core, commit (invariant 7)."""
 
 from __future__ import annotations
 

@@ -104,7 +104,8 @@ class PolicyError(ValueError):
     """The policy file is unreadable or invalid; the message says where."""
 
 
-# Seed 002's examples, extended to channels and platform threads (DESIGN §5 keys).
+# A session per person and per group, channel or platform thread (docs/people.md,
+# "Session keys"); deploy/policies.yaml carries the same rules.
 DEFAULT_POLICIES_YAML = """
 - name: dm-session
   match:
@@ -168,7 +169,7 @@ def _render(template: str, principal: Principal, delivery: Venue) -> str:
         "principal.entity_id": principal.entity_id or "",
         "principal.type": principal.type,
         "delivery.platform": delivery.platform,
-        "delivery.channel": delivery.platform,  # seed 002's name for the platform
+        "delivery.channel": delivery.platform,  # another name for the platform
         "delivery.peer_kind": delivery.peer_kind,
         "delivery.peer_id": delivery.peer_id,
         "delivery.thread_id": delivery.thread_id or "",

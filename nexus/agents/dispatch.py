@@ -126,8 +126,9 @@ class SpawnWorker:
 
     def __call__(self, uow: UnitOfWork, turn_id: str) -> None:
         def writes() -> None:
-            # The dispatching call names its worker (seed 002's forward lookup: "what
-            # workers did this turn spawn?"), in the commit that creates it.
+            # The dispatching call names its worker (so "which workers did this turn
+            # spawn?" is a lookup, docs/hooks.md "A worker's task and its status"), in
+            # the commit that creates it.
             spawned = uow.ledger.workers.record_spawn
             tool_call = spawned(turn_id, self.call_id, self.label) if self.call_id else None
             worker = uow.ledger.sessions.create(

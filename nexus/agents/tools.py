@@ -191,7 +191,7 @@ class AgentTools:
         return depth
 
     def _worker_persona(self, me: SessionRecord, name: str | None) -> str:
-        """Seed 000: a worker inherits its manager's persona unless the dispatch names one."""
+        """A worker inherits its manager's persona unless the dispatch names one (docs/hooks.md)."""
         if name is None:
             return me.persona_id
         with self._database.unit_of_work() as uow:

@@ -68,7 +68,7 @@ class NetworkRules(BaseModel):
 
 
 class Permissions(BaseModel):
-    """Seed 000's permissions: tools (an absent `allow` means every tool not denied), the
+    """A persona's permissions: tools (an absent `allow` means every tool not denied), the
     credential ids its tools may be given, a sandbox for tools that run code, and the
     non-public hosts and networks its tools may reach."""
 
@@ -95,7 +95,7 @@ class AgentCreate(BaseModel):
     name: Name
     system_prompt: Prompt = ""
     default_model: Model | None = None
-    # Seed 000 ModelConfig: the defaults a session or a turn may override field by field.
+    # The model configuration a session or a turn may override field by field.
     default_model_config: ModelConfigBody | None = None
     permissions: Permissions | None = None
 

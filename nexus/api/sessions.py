@@ -217,7 +217,7 @@ async def stream(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     last_event_id_query: Annotated[str | None, Query(alias="last_event_id")] = None,
 ) -> Response:
-    """Server-sent events for the session (seed 003's names, each with an id), with a
+    """Server-sent events for the session (docs/engine.md, "The stream"), with a
     comment every 15 s while quiet; it stays open until the client leaves. Reconnect with
     `Last-Event-ID` (or `?last_event_id=` where a client cannot set headers; the header
     wins) to replay what was missed while it is kept (an hour, 1,000 events)."""

@@ -22,7 +22,7 @@ class UnitOfWork:
 
     Callbacks registered with `after_commit` run only once the transaction is durable. That
     is where doorbells are rung: a task must never be published for a row that may still
-    roll back (DESIGN §1 rule 2).
+    roll back (invariant 2, docs/architecture.md).
     """
 
     def __init__(self, database: Database, *, read_only: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""Capabilities (seed 003): bundles of tools and prompt additions, applied in order."""
+"""Capabilities: bundles of tools and prompt additions, applied in order (docs/engine.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""When to compact and what to keep (seed 002): pure decisions over per-turn token costs.
+"""When to compact and what to keep (docs/engine.md): pure decisions over per-turn costs.
 
 The unit is the whole turn. A turn holds its tool calls together with their results, so
 cutting between turns can never separate a tool_use from its tool_result.

@@ -38,10 +38,10 @@ class ContextCache:
     `turns` turns in all (the least recently used go first; a context longer than that is
     not kept).
 
-    Safe because turns never change once committed (DESIGN §1 rule 5): a context read at
-    turn T is the context at T for good. The ledger decides, on every read, whether the
-    session's head still descends from it; a cached context is never trusted for which
-    turn is the head. `sessions=0` keeps nothing.
+    Safe because turns never change once committed (docs/architecture.md, invariant 5): a
+    context read at turn T is the context at T for good. The ledger decides, on every read,
+    whether the session's head still descends from it; a cached context is never trusted
+    for which turn is the head. `sessions=0` keeps nothing.
     """
 
     def __init__(self, sessions: int = DEFAULT_SESSIONS, *, turns: int = DEFAULT_TURNS) -> None:

@@ -1,4 +1,4 @@
-"""Credentials (seed 000 `Permissions.credentials`): which secrets a tool gets, and scrubbing.
+"""Credentials (a persona's `permissions.credentials`): which secrets a tool gets; scrubbing.
 
 A persona lists credential ids; a tool declares the ids it needs. The secret itself is
 looked up only when a call needs it (a `SecretSource`), handed to that call alone, and

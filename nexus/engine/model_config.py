@@ -1,4 +1,4 @@
-"""Model configuration (seed 000 ModelConfig): parse a layer, resolve the layers, check it.
+"""Model configuration (docs/engine.md): parse a layer, resolve the layers, check it.
 
 A layer is what one level says: the turn (carried on its event), the session, the persona,
 the deployment. Each field is resolved on its own, the highest layer that sets it wins.

@@ -27,7 +27,7 @@ def _patterns(value: Any, where: str) -> tuple[str, ...]:
 
 
 def from_persona(permissions: Mapping[str, Any]) -> ToolPermissions:
-    """Read seed 000's `{"tools": {"allow": [...], "deny": [...]}}`; absent means no limits."""
+    """Read `{"tools": {"allow": [...], "deny": [...]}}`; absent means no limits."""
     tools = permissions.get("tools")
     if tools is None:
         return ToolPermissions()
@@ -51,7 +51,7 @@ class PersonaPermissions:
 
 
 def read_permissions(permissions: Mapping[str, Any]) -> PersonaPermissions:
-    """All of seed 000's `Permissions`; an unknown key is an error, not silently ignored
+    """All of a persona's permissions; an unknown key is an error, not silently ignored
     (a misspelt `credentials` would otherwise grant nothing without saying so)."""
     unknown = set(permissions) - PERMISSION_KEYS
     if unknown:

@@ -1,4 +1,4 @@
-"""Sandbox permissions (seed 000 `Permissions.sandbox`): the limits code-running tools get.
+"""Sandbox permissions (`permissions.sandbox`): the limits code-running tools get.
 
 A tool that runs code or touches files is marked `sandboxed`; only a persona whose
 permissions hold a `sandbox` object may call it, and the tool runs under these limits.

@@ -404,8 +404,9 @@ class Engine:
         """The compaction `compact_context` asked for, now that its turn is on the chain.
 
         Under the turn's epoch and in the same run, so the session still has one writer and
-        a newer run fences it like any commit. Trigger `manual` (seed 002: a tool or the
-        slash command); the turn's own events go out first, so watchers see them in order."""
+        a newer run fences it like any commit. Trigger `manual` (a tool or the slash
+        command: docs/engine.md, "Compaction"); the turn's own events go out first, so
+        watchers see them in order."""
         report.send(self.publisher)
         return self._compact_snapshot(
             self.snapshot(session_id),
@@ -492,7 +493,7 @@ class Engine:
             outcome = uow.ledger.turns.commit(draft, epoch=epoch)
             if outcome.status == "fenced":
                 # A newer run owns the session: keep this attempt for audit, off the chain
-                # (DESIGN §1 rule 3); its inputs stay with the newer run.
+                # (invariant 3, docs/architecture.md); its inputs stay with the newer run.
                 superseded = draft.model_copy(
                     update={
                         "status": TurnStatus.SUPERSEDED,

@@ -1,4 +1,4 @@
-"""Where a running turn reports progress: seed 003's event names, to a publisher port."""
+"""Where a running turn reports progress: the stream's events (docs/engine.md), to a port."""
 
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ class TurnMachine:
             state.model_calls < self.max_tool_iterations
         ):
             # A steer arrived while the final answer streamed and no tool boundary is left:
-            # one more model call in this turn takes it (DESIGN §5: inject, else preempt).
+            # one more model call in this turn takes it (docs/runtime.md, "Queue modes").
             return CallModel()
         return End(TurnStatus.COMPLETED, done.stop_reason)
 

@@ -1,4 +1,4 @@
-"""The circuit breaker (seed 004 §6.3): 5 errors in a row open it; after 5 minutes one
+"""The circuit breaker (docs/hooks.md, "Hooks"): 5 errors in a row open it; after 5 minutes one
 trial is let through (half-open); a success closes it, a failure re-opens it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a hook module declares and returns, and what it is given (seed 004 §6)."""
+"""What a hook module declares and returns, and what it is given (docs/hooks.md, "Hooks")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The relay: re-ring every doorbell the database says is still owed (DESIGN §1 rule 1)."""
+"""The relay: re-ring every doorbell the database says is still owed (invariant 1)."""
 
 from __future__ import annotations
 

@@ -82,8 +82,8 @@ class ToolCallStatus(StrEnum):
     SKIPPED = "skipped"
 
 
-# What a queue over its cap drops (DESIGN §5): the oldest, the newest, or the oldest with a
-# summary of them for the next turn.
+# What a queue over its cap drops (docs/runtime.md, "Caps"): the oldest, the newest, or the
+# oldest with a summary of them for the next turn.
 DropPolicy = Literal["old", "new", "summarize"]
 # A collect window longer than this is a mistake (an hour: a conversation gone quiet).
 MAX_DEBOUNCE_MS = 3_600_000
@@ -110,7 +110,7 @@ OPEN_QUEUE_STATUSES: tuple[QueueStatus, ...] = (QueueStatus.QUEUED, QueueStatus.
 
 
 class Disposition(StrEnum):
-    """What finally became of an input: exactly one per queue item (DESIGN §1 rule 6)."""
+    """What finally became of an input: exactly one per queue item (invariant 6)."""
 
     CONSUMED = "consumed"
     BATCHED = "batched"

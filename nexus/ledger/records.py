@@ -44,7 +44,7 @@ class AgentRecord(Record):
     default_model: str | None
     permissions: dict[str, Any]
     status: str
-    # Seed 000 ModelConfig (nexus.engine.model_config), as the persona's defaults.
+    # A model configuration (nexus.engine.model_config), as the persona's defaults.
     default_model_config: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -1,4 +1,4 @@
-"""Queue caps (DESIGN §5): at most N open items per session; what to drop beyond it."""
+"""Queue caps (docs/runtime.md): at most N open items per session; what to drop beyond it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a session runs next, by queue mode (DESIGN §5): a pure decision over queued items.
+"""What a session runs next, by queue mode (docs/runtime.md): a pure decision over items.
 
 The mode of an item decides two things: what happens when it arrives while a turn is
 running (signals, decided in `arrival_action`), and how it is picked once the session is
@@ -71,7 +71,7 @@ def next_work(
     runs before it.
 
     - interrupt anywhere in the queue: everything queued runs as one batch (the backlog and
-      the interrupting message together, seed 002's queue_batch);
+      the interrupting message together, as one batch turn);
     - collect: once the window after the last collect item has passed, all collect items
       run as one turn; until then the session waits (other modes wait behind them, so
       order is kept);

@@ -39,8 +39,8 @@ class Setting(Generic[T]):
 
 @dataclass(frozen=True)
 class EffectiveQueue:
-    # None: no layer chose a mode, so each message's source does (DESIGN §5: interrupt for a
-    # person, followup for automation).
+    # None: no layer chose a mode, so each message's source does (docs/runtime.md, "Queue
+    # modes": interrupt for a person, followup for automation).
     mode: Setting[QueueMode | None]
     cap: Setting[int]
     drop: Setting[DropPolicy]

@@ -1,11 +1,11 @@
 """route(): resolve a target to the session whose head a new turn will extend.
 
-Thread routing is the primitive (seed 000): a thread is a turn; if a session's head is that
-turn the turn continues it, otherwise continuing from there is a branch, so a fork session
-is created with the turn as its head. Session routing follows labels and aliases; persona
-routing goes to the persona's main session; smart routing searches what was said
-(`nexus.routing.smart`) and falls back to the target it was given — or, given content
-alone, finds its session or nothing.
+Thread routing is the primitive (docs/engine.md, "Forks and routing"): a thread is a turn;
+if a session's head is that turn the turn continues it, otherwise continuing from there is
+a branch, so a fork session is created with the turn as its head. Session routing follows
+labels and aliases; persona routing goes to the persona's main session; smart routing
+searches what was said (`nexus.routing.smart`) and falls back to the target it was given —
+or, given content alone, finds its session or nothing.
 """
 
 from __future__ import annotations

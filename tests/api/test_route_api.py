@@ -132,7 +132,7 @@ def test_content_is_routed_to_the_session_that_discussed_it_with_the_reason(
     assert (smart["score"], smart["matched_terms"]) == (1.0, ["invoice", "acme"])
     assert smart["matched_turn_id"] == discussed and smart["thread_id"] == discussed
     assert "invoice" in smart["reason"] and "acme" in smart["reason"]
-    # Content alone is enough (seed 000: smart routing is "just content").
+    # Content alone is enough (docs/engine.md, "Forks and routing").
     alone = _route(client, content="resend the ACME invoice")
     assert (alone["session"], alone["how"]) == ("dm:ent_billing", "smart")
     assert _queued_texts(database, billing.id) == [

@@ -1,4 +1,4 @@
-"""The ledger's invariants (DESIGN §1), checked from the database after every scenario."""
+"""The invariants (docs/architecture.md), checked from the ledger after every scenario."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ FINAL: dict[str, set[str]] = {
     QueueStatus.DROPPED: {Disposition.DROPPED, Disposition.CANCELLED, Disposition.DENIED},
     QueueStatus.DEAD: {Disposition.DEAD_LETTERED},
 }
-# Rows of these tables are never deleted (DESIGN §1 rule 5; sessions archive by status).
+# Rows of these tables are never deleted (invariant 5; sessions archive by status).
 APPEND_ONLY = (
     "events",
     "sessions",

@@ -75,7 +75,7 @@ def test_each_process_kind_rings_the_way_it_can(tmp_path: Path) -> None:
 def test_parts_are_built_once_on_first_use_and_can_be_replaced(tmp_path: Path) -> None:
     doorbell, coordination = RecordingDoorbell(), InProcessCoordination()
     graph = bootstrap(_embedded(tmp_path), doorbell=doorbell, coordination=coordination)
-    # Nothing is connected before it is used (DESIGN §1 rule 8).
+    # Nothing is connected before it is used (invariant 8, docs/architecture.md).
     assert graph.database._engine is None and "engine" not in vars(graph)
     assert graph.doorbell is doorbell and graph.coordination is coordination
     assert graph.engine is graph.engine and graph.session_runner.engine is graph.engine

@@ -1,4 +1,4 @@
-"""Settings: names from INTERFACES.md, defaults for the embedded mode, clear errors."""
+"""Settings: the public names, defaults for the embedded mode, clear errors."""
 
 from __future__ import annotations
 

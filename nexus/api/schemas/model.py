@@ -77,8 +77,8 @@ MODEL_CONFIG_SCHEMA: dict[str, Any] = {
         "temperature": _nullable({"type": "number", "minimum": 0, "maximum": 1}),
     },
 }
-# seed 000 ModelConfig: {"model", "thinking": {"type", "budget_tokens"}, "max_tokens",
-# "temperature"}, each optional.
+# A model configuration: {"model", "thinking": {"type", "budget_tokens"}, "max_tokens",
+# "temperature"}, each optional (docs/engine.md, "Model configuration").
 ModelConfigBody = Annotated[
     dict[str, Any], AfterValidator(_checked), WithJsonSchema(MODEL_CONFIG_SCHEMA)
 ]

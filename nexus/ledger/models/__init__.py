@@ -1,4 +1,4 @@
-"""The ledger's tables; their names are part of the public contract (DESIGN §4)."""
+"""The ledger's tables; their names are part of the public contract (docs/ledger.md)."""
 
 from nexus.ledger.models.agents import Agent, AgentCapability, Capability
 from nexus.ledger.models.base import Base, table_of

@@ -23,7 +23,7 @@ class Agent(Base):
     system_prompt: Mapped[str] = mapped_column(Text, default="")
     emoji: Mapped[str | None] = mapped_column(String(16))
     default_model: Mapped[str | None] = mapped_column(String(255))
-    # Seed 000 ModelConfig as JSON: model, thinking, max_tokens, temperature (each optional).
+    # A model configuration as JSON: model, thinking, max_tokens, temperature (each optional).
     default_model_config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     permissions: Mapped[dict[str, Any]] = mapped_column(default=dict)
     tags: Mapped[list[Any]] = mapped_column(default=list)

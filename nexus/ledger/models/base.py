@@ -22,7 +22,7 @@ NAMING_CONVENTION = {
 # JSONB on Postgres (indexable, compact), plain JSON text on SQLite.
 JsonColumn = JSON().with_variant(JSONB(), "postgresql")
 
-# Every timestamp in the ledger is Unix milliseconds, as in the seed schema: one unit,
+# Every timestamp in the ledger is Unix milliseconds (docs/ledger.md): one unit,
 # comparable in SQL on both databases, and free of time-zone surprises.
 Millis = BigInteger
 

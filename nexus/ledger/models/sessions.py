@@ -41,14 +41,14 @@ class Session(Base):
             initially="DEFERRED",
         )
     )
-    # The first turn committed in the session (seed 001), set by that turn's commit. No
+    # The first turn committed in the session, set by that turn's commit. No
     # foreign key: SQLite cannot add one to an existing table that others reference.
     root_turn_id: Mapped[str | None] = mapped_column(String(26))
     epoch: Mapped[int] = mapped_column(BigInteger, default=0)
     origin: Mapped[str] = mapped_column(String(16), default=SessionOrigin.USER)
     status: Mapped[str] = mapped_column(String(16), default=SessionStatus.ACTIVE)
     source_event_id: Mapped[str | None] = mapped_column(String(255))
-    # Subagent linkage (seed 002): who spawned this worker, from which turn and tool call.
+    # Worker linkage (docs/hooks.md): who spawned this worker, from which turn and tool call.
     is_subagent: Mapped[bool] = mapped_column(default=False)
     parent_session_label: Mapped[str | None] = mapped_column(String(512))
     parent_turn_id: Mapped[str | None] = mapped_column(
@@ -62,7 +62,7 @@ class Session(Base):
     queue_cap: Mapped[int | None] = mapped_column(Integer)
     drop_policy: Mapped[str | None] = mapped_column(String(16))
     debounce_ms: Mapped[int | None] = mapped_column(Integer)
-    # The session's own model configuration (seed 000 ModelConfig); NULL: the persona's.
+    # The session's own model configuration (docs/engine.md); NULL: the persona's.
     model_overrides: Mapped[dict[str, Any] | None] = mapped_column()
     created_at: Mapped[int] = mapped_column(Millis)
     updated_at: Mapped[int] = mapped_column(Millis)

@@ -144,7 +144,7 @@ class ToolCall(Base):
 
 
 class Compaction(Base):
-    """The metadata of a compaction turn (seed 002), one row per compaction turn."""
+    """The metadata of a compaction turn (docs/engine.md), one row per compaction turn."""
 
     __tablename__ = "compactions"
     __table_args__ = (one_of("trigger", CompactionTrigger),)

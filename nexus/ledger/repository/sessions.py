@@ -72,7 +72,7 @@ class SessionRepository:
         one after another, to a label that is no alias; else the session with the label
         itself; else None. An alias wins over a session with the same label: a merge
         leaves the merged-away sessions in place, and their labels must lead to the
-        primary (seed 002: "non-primary sessions stop receiving new messages").
+        primary (docs/people.md, "Merges").
 
         With `lock`, the session found is locked as `lock()` locks it, in the same
         statement in the common case (a label that is no alias)."""
@@ -267,7 +267,7 @@ class SessionRepository:
         return None if found is None else str(found)
 
     def fork(self, turn_id: str, *, label: str | None = None) -> SessionRecord:
-        """A new session whose head is `turn_id`; its persona is the thread's (seed 002)."""
+        """A new session whose head is `turn_id`; its persona is the thread's."""
         persona_id = self.fork_point(turn_id)
         if persona_id is None:
             raise NotForkable(

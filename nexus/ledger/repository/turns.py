@@ -58,7 +58,7 @@ class TurnRepository:
         the attempt is fenced and nothing has been written (the caller may still commit its
         unit of work). Otherwise the rest lands in this same transaction: turn, messages,
         tool calls, compaction, thread row, pointer history and the queue items the turn
-        consumed (DESIGN §1 rule 4).
+        consumed (invariant 4, docs/architecture.md).
         """
         if draft.status not in CHAIN_STATUSES:
             raise ValueError(

@@ -1,4 +1,4 @@
-"""The ledger: all nineteen tables of DESIGN §4.
+"""The ledger: its first nineteen tables (docs/ledger.md, "Tables").
 
 Revision ID: 0001
 Revises:

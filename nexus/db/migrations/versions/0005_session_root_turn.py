@@ -1,4 +1,4 @@
-"""Sessions record their first turn (`root_turn_id`, seed 001), filled from the history.
+"""Sessions record their first turn (`root_turn_id`), filled from the history.
 
 A session's root is the first turn committed in it: its own first turn, for a fork too
 (what it forked from is in `session_history`). Turn commits set it once (the head move's
