@@ -13,8 +13,8 @@ from textwrap import dedent
 
 import pytest
 import redis
-from nexus.arrival.messages import send_to_session
 
+from nexus.arrival.messages import send_to_session
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.hooks.registry import register_directory
