@@ -18,12 +18,17 @@ from pydantic import BaseModel
 
 from nexus.api.body import read_limited
 from nexus.api.deps import AUTHENTICATED, CallerDep, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.multipart import NotMultipart, Part, form_parts
 from nexus.bootstrap import Nexus
 from nexus.ingest.files import FileArrival, record_files, upload_arrival
 
-router = APIRouter(prefix="/v1/inbound", tags=["inbound"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    prefix="/v1/inbound",
+    tags=["inbound"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(),
+)
 
 PATH = "/v1/inbound/files"
 # Form fields other than the file, and the longest each may be.

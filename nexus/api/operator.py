@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from nexus.api.deps import AUTHENTICATED, NexusDep
-from nexus.api.errors import ApiError
+from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.replay import replay
 from nexus.bootstrap import Nexus
@@ -19,11 +19,14 @@ from nexus.engine.stream import QUEUE_ITEM_QUEUED
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.repository import NotFound
 from nexus.ledger.repository.dead_letters import DeadLetter
+from nexus.ledger.strings import QueueItemId
 from nexus.operations.status import PING_TIMEOUT_S, Facts, problems
 from nexus.settings import Settings
 from nexus.timer.tick import WATERMARK
 
-router = APIRouter(tags=["operations"], dependencies=AUTHENTICATED)
+router = APIRouter(
+    tags=["operations"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
+)
 # How many of the deepest queues the status lists by name.
 DEEPEST = 10
 
@@ -67,7 +70,7 @@ def list_dead_letters(
 
 
 @router.get("/v1/dead-letters/{item_id}")
-def show_dead_letter(item_id: str, graph: NexusDep) -> DeadLetterView:
+def show_dead_letter(item_id: QueueItemId, graph: NexusDep) -> DeadLetterView:
     """One dead letter: where it was, why it died, its replay if any."""
     with graph.database.unit_of_work() as uow:
         found = uow.ledger.dead_letters.get(item_id)
@@ -77,7 +80,7 @@ def show_dead_letter(item_id: str, graph: NexusDep) -> DeadLetterView:
 
 
 @router.post("/v1/dead-letters/{item_id}/replay")
-def replay_dead_letter(item_id: str, graph: NexusDep) -> ReplayView:
+def replay_dead_letter(item_id: QueueItemId, graph: NexusDep) -> ReplayView:
     """Put a dead letter's input back in its session's queue as a new item (the dead one
     keeps its disposition); a second replay answers with the first. An archived session's
     item is 409, and nothing is written."""
