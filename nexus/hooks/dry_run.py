@@ -48,12 +48,14 @@ def dry_run(fresh_runner: RunnerFactory, name: str, event: EventRecord) -> DryRu
     """Evaluate hook `name`, loaded afresh from the hooks directory, on `event`.
 
     A file that does not load is skipped (its hook is unknown); UnknownHook when no
-    loaded hook has that name."""
-    runner = fresh_runner(on_problem=lambda _problem: None)
+    loaded hook has that name, saying which files did not load."""
+    problems: list[str] = []
+    runner = fresh_runner(on_problem=problems.append)
     try:
         invocation, result = runner.dry_run(name, event)
     except KeyError as error:
-        raise UnknownHook(str(error.args[0])) from error
+        unloaded = f"; not loaded: {'; '.join(problems)}" if problems else ""
+        raise UnknownHook(f"{error.args[0]}{unloaded}") from error
     return DryRun(
         hook=name,
         fired=invocation.fired,

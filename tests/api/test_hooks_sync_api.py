@@ -150,6 +150,15 @@ def test_a_dry_run_of_an_unknown_hook_is_404(client: TestClient) -> None:
     assert "greeter" in missing.json()["error"]["message"]  # what is loaded, to help
 
 
+def test_a_dry_run_of_a_hook_whose_file_does_not_load_says_why(
+    client: TestClient, hooks_dir: Path
+) -> None:
+    (hooks_dir / "typo.py").write_text("this is not python")
+    missing = client.post("/v1/hooks/typo/test", json={}, headers=AUTH)
+    assert missing.status_code == 404
+    assert "typo.py" in missing.json()["error"]["message"]
+
+
 @pytest.mark.parametrize(
     "event",
     [{"occurred_at": "yesterday"}, {"colour": "blue"}, ["not", "an", "object"]],
