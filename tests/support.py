@@ -286,7 +286,7 @@ def serving_cli(tmp_path: Path, monkeypatch: Any, **parts: Any) -> Iterator[Nexu
             yield graph
     finally:
         get_settings.cache_clear()
-        database.dispose()
+        graph.close()  # the ledger's connections and any hook processes a dry run started
 
 
 @contextmanager

@@ -1,16 +1,19 @@
-"""Hooks over HTTP: list them with their breakers, switch one on or off, read its invocations."""
+"""Hooks over HTTP: list them with their breakers, switch one on or off, read its invocations,
+register the API process's hooks directory, dry-run one hook."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from fastapi import APIRouter, Body, Depends
+from pydantic import BaseModel, ValidationError
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep
+from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.db import Database
+from nexus.hooks.dry_run import UnknownHook, dry_run, dry_run_event
+from nexus.hooks.registry import RegistrationRefused, sync_directory
 from nexus.ledger.records import HookRecord
 from nexus.ledger.strings import HookName
 
@@ -52,6 +55,26 @@ class InvocationView(BaseModel):
 
 def _invocation(row: dict[str, Any]) -> InvocationView:
     return InvocationView.model_validate({key: row[key] for key in InvocationView.model_fields})
+
+
+class SyncView(BaseModel):
+    """What a registration did: hooks registered or updated, hooks disabled because their
+    file is gone, and files that did not load."""
+
+    registered: list[str]
+    disabled: list[str]
+    problems: list[str]
+
+
+class DryRunView(BaseModel):
+    """What the hook decided on the event; nothing was written."""
+
+    hook: str
+    fired: bool
+    latency_ms: int
+    error: str | None
+    result: dict[str, Any] | None
+    state_after: dict[str, Any]
 
 
 @router.get("")
@@ -97,3 +120,37 @@ def invocations(
             limit=page.limit + 1,
         )
     return page_body(rows, page.limit, lambda r: (r["started_at"], r["id"]), _invocation)
+
+
+@router.post("/sync", responses=error_responses(409))
+def sync(graph: NexusDep, allow_empty: bool = False) -> SyncView:
+    """Register the hooks of the API process's NEXUS_HOOKS_DIR as the deployment's: new ones
+    enabled, changed ones updated, ones whose file is gone disabled. 409, changing nothing,
+    when the directory is missing, a file does not load, or it is empty (unless
+    `allow_empty`)."""
+    try:
+        done = sync_directory(
+            graph.fresh_hook_runner, graph.settings.hooks_dir, allow_empty=allow_empty
+        )
+    except RegistrationRefused as error:
+        raise ApiError(409, "registration_refused", str(error)) from error
+    return SyncView(
+        registered=list(done.hooks), disabled=list(done.disabled), problems=list(done.problems)
+    )
+
+
+@router.post("/{name}/test")
+def dry_run_hook(
+    name: HookName, graph: NexusDep, event: Annotated[dict[str, Any], Body()]
+) -> DryRunView:
+    """Evaluate the hook, as loaded from the API process's NEXUS_HOOKS_DIR, on `event` (the
+    fields of an event; those left out take dry-run defaults). Nothing is written."""
+    try:
+        record = dry_run_event(event)
+    except ValidationError as error:
+        raise ApiError(422, "invalid_request", f"not an event: {error}") from error
+    try:
+        done = dry_run(graph.fresh_hook_runner, name, record)
+    except UnknownHook as error:
+        raise ApiError(404, "not_found", str(error)) from error
+    return DryRunView.model_validate(done, from_attributes=True)

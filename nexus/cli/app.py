@@ -357,10 +357,10 @@ def hooks_sync(
         False, "--allow-empty", help="Accept a directory with no hooks: disable them all."
     ),
 ) -> None:
-    """Register the hooks in NEXUS_HOOKS_DIR as the deployment's (run it at deploy): new ones
-    are enabled, changed ones updated, ones whose file is gone disabled. Workers only run
-    registered hooks and never change the registry themselves."""
-    from nexus.cli.hooks_local import sync_hooks
+    """Ask the API to register the hooks in its NEXUS_HOOKS_DIR as the deployment's (run it
+    at deploy): new ones are enabled, changed ones updated, ones whose file is gone disabled.
+    Workers only run registered hooks and never change the registry themselves."""
+    from nexus.cli.hooks import sync_hooks
 
     sync_hooks(_settings(), allow_empty=allow_empty)
 
@@ -370,8 +370,9 @@ def hooks_test(
     name: str = typer.Argument(..., help="The hook's name."),
     event_file: Path = typer.Argument(..., help="A JSON event (fields of an events row)."),
 ) -> None:
-    """Dry-run one hook on an event: what it decides, with nothing written."""
-    from nexus.cli.hooks_local import test_hook
+    """Dry-run one hook, in the API process, on an event read from EVENT_FILE: what it
+    decides, with nothing written."""
+    from nexus.cli.hooks import test_hook
 
     test_hook(_settings(), name, event_file)
 

@@ -38,21 +38,30 @@ def _client(settings: Settings) -> httpx.Client:
     return httpx.Client(base_url=settings.api_url.rstrip("/"), headers=headers, timeout=30.0)
 
 
-def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+def _send(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """The API's answer, whatever its status; exit 1 when Nexus cannot be reached."""
     try:
-        response = client.request(method, path, **kwargs)
+        return client.request(method, path, **kwargs)
     except httpx.HTTPError as error:
         errors.print(
             f"[red]cannot reach Nexus at {client.base_url}[/red]: {error}\n"
             "Start it with `nexus dev` (or `nexus api`), or set NEXUS_API_URL."
         )
         raise typer.Exit(1) from error
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The message of an error answer (its text when it is not in the API's error shape)."""
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    response = _send(client, method, path, **kwargs)
     if response.status_code >= 400:
-        try:
-            detail = response.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            detail = response.text
-        errors.print(f"[red]{response.status_code}[/red]: {detail}")
+        errors.print(f"[red]{response.status_code}[/red]: {_error_message(response)}")
         raise typer.Exit(1)
     return response.json()
 

@@ -2,16 +2,18 @@
 
 Every worker loads the hooks directory of its own machine and runs the hooks that are both
 loaded there and enabled here. Which hooks exist is decided by an explicit registration
-(`nexus hooks sync` at deploy, or `nexus dev` for its own directory), never by whichever
-worker happened to start last: a machine with no hooks directory must not switch off every
-hook of the deployment.
+(`nexus hooks sync` at deploy, which asks the API to register the API process's own
+`NEXUS_HOOKS_DIR`, or `nexus dev` for its own directory), never by whichever worker happened
+to start last: a machine with no hooks directory must not switch off every hook of the
+deployment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from nexus.hooks.service import HookRunner
 
@@ -24,6 +26,25 @@ class RegistrationRefused(Exception):
 class Registered:
     hooks: tuple[str, ...]  # registered or updated from the directory (enabled if new)
     disabled: tuple[str, ...]  # in the registry, no longer in the directory
+    problems: tuple[str, ...] = ()  # files that did not load (a registration refuses them)
+
+
+class RunnerFactory(Protocol):
+    """Loads the hooks directory afresh, each file problem reported (the object graph's
+    `fresh_hook_runner`)."""
+
+    def __call__(self, *, on_problem: Callable[[str], object]) -> HookRunner: ...
+
+
+def sync_directory(
+    fresh_runner: RunnerFactory, directory: str | Path, *, allow_empty: bool
+) -> Registered:
+    """Load `directory` as it is now and register it (`register_directory`): what
+    `POST /v1/hooks/sync` does in the API process with its own NEXUS_HOOKS_DIR."""
+    problems: list[str] = []
+    runner = fresh_runner(on_problem=problems.append)
+    registered = register_directory(runner, directory, problems, allow_empty=allow_empty)
+    return Registered(registered.hooks, registered.disabled, tuple(problems))
 
 
 def register_directory(

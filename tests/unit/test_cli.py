@@ -232,38 +232,82 @@ def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
         database.dispose()
 
 
-def test_hooks_sync_registers_the_directory_and_refuses_to_empty_the_registry(
+GREETER_HOOK = (
+    "from nexus.hooks.spec import HookMeta, HookResult\n"
+    'HOOK = HookMeta(name="greeter")\n'
+    "def evaluate(ctx):\n"
+    '    return HookResult(fire=ctx.event.text == "hello")\n'
+)
+FAILING_HOOK = (
+    "from nexus.hooks.spec import HookMeta\n"
+    'HOOK = HookMeta(name="failing")\n'
+    "def evaluate(ctx):\n"
+    '    raise RuntimeError("bad day")\n'
+)
+
+
+def _no_ledger_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shell's own ledger settings point at nothing: the command must ask the API."""
+    monkeypatch.setenv("NEXUS_DATABASE_URL", f"sqlite:///{tmp_path}/missing/none.db")
+    get_settings.cache_clear()
+
+
+def test_hooks_sync_asks_the_api_which_refuses_to_empty_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    hooks = tmp_path / "hooks"  # the served API's NEXUS_HOOKS_DIR (./hooks where it runs)
+    hooks.mkdir()
+    (hooks / "greeter.py").write_text(GREETER_HOOK)
+    with serving_cli(tmp_path, monkeypatch):
+        _no_ledger_here(tmp_path, monkeypatch)
+        synced = runner.invoke(app, ["hooks", "sync"])
+        assert synced.exit_code == 0, synced.output
+        assert "registered 1 hook(s)" in synced.output and "greeter" in synced.output
+
+        (hooks / "typo.py").write_text("this is not python")
+        refused = runner.invoke(app, ["hooks", "sync"])
+        assert refused.exit_code == 2
+        assert "nothing changed" in refused.output and "typo.py" in refused.output
+        listed = runner.invoke(app, ["hooks", "--json"])
+        assert [(h["name"], h["enabled"]) for h in json.loads(listed.stdout)] == [("greeter", True)]
+
+        (hooks / "typo.py").unlink()
+        (hooks / "greeter.py").unlink()
+        assert runner.invoke(app, ["hooks", "sync"]).exit_code == 2
+        emptied = runner.invoke(app, ["hooks", "sync", "--allow-empty"])
+        assert emptied.exit_code == 0 and "greeter: disabled" in emptied.output
+
+
+def test_hooks_test_posts_the_event_file_to_the_api_for_a_dry_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     hooks = tmp_path / "hooks"
     hooks.mkdir()
-    (hooks / "greeter.py").write_text(
-        "from nexus.hooks.spec import HookMeta, HookResult\n"
-        'HOOK = HookMeta(name="greeter")\n'
-        "def evaluate(ctx):\n    return HookResult()\n"
-    )
-    monkeypatch.setenv("NEXUS_HOOKS_DIR", str(hooks))
-    get_settings.cache_clear()
-    synced = runner.invoke(app, ["hooks", "sync"])
-    assert synced.exit_code == 0, synced.output
-    assert "registered 1 hook(s)" in synced.output and "greeter" in synced.output
+    (hooks / "greeter.py").write_text(GREETER_HOOK)
+    (hooks / "failing.py").write_text(FAILING_HOOK)
+    hello, bye = tmp_path / "hello.json", tmp_path / "bye.json"
+    hello.write_text(json.dumps({"text": "hello"}))
+    bye.write_text(json.dumps({"text": "bye"}))
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "bad.json").write_text(json.dumps({"occurred_at": "yesterday"}))
+    with serving_cli(tmp_path, monkeypatch) as graph:
+        _no_ledger_here(tmp_path, monkeypatch)
+        fired = runner.invoke(app, ["hooks", "test", "greeter", str(hello)])
+        assert fired.exit_code == 0, fired.output
+        decided = json.loads(fired.stdout)
+        assert (decided["hook"], decided["fired"], decided["error"]) == ("greeter", True, None)
+        quiet = runner.invoke(app, ["hooks", "test", "greeter", str(bye)])
+        assert quiet.exit_code == 0 and json.loads(quiet.stdout)["fired"] is False
 
-    monkeypatch.setenv("NEXUS_HOOKS_DIR", str(tmp_path / "nowhere"))
-    get_settings.cache_clear()
-    refused = runner.invoke(app, ["hooks", "sync"])
-    assert refused.exit_code == 2
-    assert "nothing changed" in refused.output and "nowhere" in refused.output
-    with serving_cli(tmp_path, monkeypatch):  # listing asks the API, like every operator command
-        listed = runner.invoke(app, ["hooks", "--json"])
-    assert [(h["name"], h["enabled"]) for h in json.loads(listed.stdout)] == [("greeter", True)]
-
-    (tmp_path / "empty").mkdir()
-    monkeypatch.setenv("NEXUS_HOOKS_DIR", str(tmp_path / "empty"))
-    get_settings.cache_clear()
-    assert runner.invoke(app, ["hooks", "sync"]).exit_code == 2
-    emptied = runner.invoke(app, ["hooks", "sync", "--allow-empty"])
-    assert emptied.exit_code == 0 and "greeter: disabled" in emptied.output
+        failed = runner.invoke(app, ["hooks", "test", "failing", str(hello)])
+        assert failed.exit_code == 1 and "bad day" in failed.stdout
+        unknown = runner.invoke(app, ["hooks", "test", "nobody", str(hello)])
+        assert unknown.exit_code == 1 and "nobody" in unknown.output
+        for unreadable in ("missing.json", "list.json", "bad.json"):
+            result = runner.invoke(app, ["hooks", "test", "greeter", str(tmp_path / unreadable)])
+            assert result.exit_code == 2, (unreadable, result.output)
+        with graph.database.unit_of_work() as uow:
+            assert uow.ledger.hooks.all() == []  # a dry run registers and records nothing
 
 
 @pytest.mark.parametrize(

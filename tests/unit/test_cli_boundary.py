@@ -7,9 +7,9 @@ import ast
 from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[2] / "nexus" / "cli"
-# `nexus db upgrade`, `nexus dev`, the process commands (`api`, `worker`, `beat`, `flower`)
-# and the deploy-time hook tools that load this machine's hook files.
-ALLOWED = {"database.py", "dev.py", "processes.py", "hooks_local.py"}
+# `nexus db upgrade`, `nexus dev` and the process commands (`api`, `worker`, `beat`,
+# `flower`); even the hook tools (`nexus hooks sync`, `nexus hooks test`) go through the API.
+ALLOWED = {"database.py", "dev.py", "processes.py"}
 FORBIDDEN = (
     "nexus.bootstrap",
     "nexus.db",

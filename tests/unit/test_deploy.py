@@ -34,11 +34,12 @@ PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 SOFT_SHUTDOWN = re.compile(r"^worker\.soft_shutdown_timeout=(\d+(?:\.\d+)?)$")
 HOOKS_SYNC = ["hooks", "sync"]
 # The settings naming files a deployment provides (its hooks and access policies), and the
-# processes given them: the workers route and run hooks, the API takes messages in, the sync
-# registers the hooks. By compose service, and by Kubernetes workload (its first argument).
+# processes given them: the workers route and run hooks, the API takes messages in and
+# registers the hooks when the sync asks it to. By compose service, and by Kubernetes
+# workload (its first argument). The sync itself reads neither: it asks the API.
 MOUNTED_SETTINGS = ("NEXUS_HOOKS_DIR", "NEXUS_POLICIES")
-COMPOSE_READERS = ("api", "worker", "hooks-sync")
-KUBERNETES_READERS = ("api", "worker", "hooks")
+COMPOSE_READERS = ("api", "worker")
+KUBERNETES_READERS = ("api", "worker")
 # A bind mount whose host path the environment may change: ${VARIABLE:-default}:TARGET[:ro]
 COMPOSE_BIND_MOUNT = re.compile(
     r"^\$\{[A-Z_]+:-(?P<default>[^}]+)\}:(?P<target>[^:]+)(?P<ro>:ro)?$"
@@ -360,6 +361,21 @@ def test_compose_syncs_the_hooks_after_migrating_and_before_the_workers() -> Non
     assert sync["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     worker_waits_for = services["worker"]["depends_on"]["hooks-sync"]
     assert worker_waits_for["condition"] == "service_completed_successfully"
+
+
+def test_compose_syncs_the_hooks_through_the_healthy_api() -> None:
+    """`nexus hooks sync` asks the API, which registers the hooks mounted into it: the sync
+    starts once the API answers its health check, and reaches it by its service name."""
+    services = _nexus_services()
+    sync, api = services["hooks-sync"], services["api"]
+    assert sync["depends_on"]["api"]["condition"] == "service_healthy"
+    assert api["healthcheck"]["test"], "service_healthy needs the API to have a health check"
+    port = _listening_port(api["command"])
+    assert sync["environment"]["NEXUS_API_URL"] == f"http://api:{port}"
+    assert "NEXUS_DATABASE_URL" not in sync["environment"]  # no database settings needed
+    # NEXUS_API_TOKEN comes from .env, where NEXUS_API_TOKENS is set too.
+    assert {"path": ".env", "required": False} in sync["env_file"]
+    assert "NEXUS_HOOKS_DIR" in api["environment"] and api["volumes"]
 
 
 def test_the_packaged_policy_files_are_the_built_in_defaults() -> None:
@@ -705,10 +721,22 @@ def test_pods_mount_hooks_and_policies_where_the_settings_point() -> None:
         assert named <= set(mounts), f"{workload['metadata']['name']}: {named}"
 
 
+_COMPONENT = "app.kubernetes.io/component"
+
+
 def test_a_job_syncs_the_hooks_like_the_migrations() -> None:
     sync, migrate = _workload_running("hooks"), _workload_running("db")
     assert sync["kind"] == migrate["kind"] == "Job"
     assert _pod(sync)["containers"][0]["args"] == HOOKS_SYNC
+    # Through the API's Service, with the token from the Secret that holds NEXUS_API_TOKENS.
+    [service] = [s for s in _of_kind("Service") if s["spec"]["selector"].get(_COMPONENT) == "api"]
+    [port] = service["spec"]["ports"]
+    container = _pod(sync)["containers"][0]
+    url = f"http://{service['metadata']['name']}:{port['port']}"
+    assert _env(container)["NEXUS_API_URL"] == url
+    (secret,) = _of_kind("Secret")
+    assert {"NEXUS_API_TOKEN", "NEXUS_API_TOKENS"} <= set(secret["stringData"])
+    assert {"secretRef": {"name": secret["metadata"]["name"]}} in container["envFrom"]
     assert _pod(sync)["restartPolicy"] == "Never"
     # It may start before the migrations are done: it fails and is retried until they are.
     assert sync["spec"]["backoffLimit"] >= migrate["spec"]["backoffLimit"]
