@@ -30,6 +30,7 @@ from nexus.ingest.drain import EventRouter
 from nexus.operations.status import WorkerPing
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
+from nexus.outbound.typing import TypingIndicator
 from nexus.pricing import PriceTable, load_prices
 from nexus.queueing.coordination import Coordination, InProcessCoordination
 from nexus.sessions.runner import SessionRunner
@@ -302,7 +303,13 @@ class Nexus:
             lease_ttl_ms=self.settings.session_lease_ms,
             turn_time_limit_ms=self.settings.turn_time_limit_seconds * 1000,
             collect_window_ms=self.settings.collect_window_ms,
+            typing=self.typing_indicator,
         )
+
+    @cached_property
+    def typing_indicator(self) -> TypingIndicator:
+        """Shows a running turn's typing indicator where its sender has one (iMessage)."""
+        return TypingIndicator(lambda: self.senders)
 
     @cached_property
     def hook_runner(self) -> HookRunner:

@@ -1,4 +1,4 @@
-"""Built-in tools: `current_time`, `noop`, `present_options` and `compact_context`."""
+"""Built-in tools: `current_time`, `noop`, `present_options`, `react` and `compact_context`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from nexus.engine.model import ToolSpec
-from nexus.engine.rich import RichReplyError, parse_rich
+from nexus.engine.rich import REACTIONS, RichReplyError, parse_reaction, parse_rich
 from nexus.engine.tools import CompactionAsk, Tool, ToolContext, ToolFailure, ToolRegistry
 
 
@@ -77,6 +77,21 @@ def _present_options(arguments: dict[str, Any], context: ToolContext) -> dict[st
     if rich.notes:
         answer["cut"] = list(rich.notes)
     return answer
+
+
+def _react(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    # Checked now; the outbound planner reads the turn's last successful call and sends it
+    # with the answer, where the platform has reactions.
+    try:
+        reaction = parse_reaction(arguments.get("reaction"))
+    except RichReplyError as error:
+        raise ToolFailure(str(error)) from error
+    return {
+        "reaction": reaction,
+        "note": "put on the message you are answering when the turn ends, where the "
+        "platform has reactions (iMessage tapbacks); ignored elsewhere. Write an answer as "
+        "usual, or answer NO_REPLY to send the reaction alone.",
+    }
 
 
 _BUTTON = {
@@ -165,6 +180,25 @@ NOOP = Tool(
 )
 
 
+REACT = Tool(
+    spec=ToolSpec(
+        name="react",
+        description=(
+            "React to the message you are answering (an iMessage tapback): love, like, "
+            "dislike, laugh, emphasize or question. The last call in a turn counts; it is "
+            "sent with your answer, or alone if you answer NO_REPLY. Platforms without "
+            "reactions ignore it."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"reaction": {"type": "string", "enum": list(REACTIONS)}},
+            "required": ["reaction"],
+        },
+    ),
+    run=_react,
+)
+
+
 COMPACT_CONTEXT = Tool(
     spec=ToolSpec(
         name="compact_context",
@@ -188,4 +222,4 @@ COMPACT_CONTEXT = Tool(
 
 
 def builtin_registry() -> ToolRegistry:
-    return ToolRegistry([CURRENT_TIME, NOOP, PRESENT_OPTIONS, COMPACT_CONTEXT])
+    return ToolRegistry([CURRENT_TIME, NOOP, PRESENT_OPTIONS, REACT, COMPACT_CONTEXT])

@@ -63,6 +63,16 @@ BUILTIN_CAPABILITIES = (
         "answer. A pressed button comes back to you as a message holding its value.",
         ("present_options",),
     ),
+    Capability(
+        "reactions",
+        "Reactions",
+        "React to the message being answered (iMessage tapbacks)",
+        "available",
+        "You may react to the message you are answering with the react tool (a tapback: "
+        "love, like, dislike, laugh, emphasize, question) where the platform shows "
+        "reactions; a reaction alone, with NO_REPLY as your answer, is a fine reply.",
+        ("react",),
+    ),
     Capability("research", "Research", "Deep research with scratchpad", "coming_soon"),
     Capability(
         "sandbox",

@@ -28,6 +28,18 @@ ATTACHMENT_KINDS = ("audio", "image", "video", "document")
 _ELLIPSIS = "…"
 
 
+# The reactions a reply may put on the message it answers: iMessage's tapbacks, which the
+# other platforms' emoji reactions could map onto.
+REACTIONS = ("love", "like", "dislike", "laugh", "emphasize", "question")
+
+
+def parse_reaction(value: Any) -> str:
+    """The reaction, checked, or RichReplyError naming the ones there are (pure)."""
+    if not isinstance(value, str) or value.strip().lower() not in REACTIONS:
+        raise RichReplyError(f"reaction must be one of {', '.join(REACTIONS)}; got {value!r}")
+    return value.strip().lower()
+
+
 class RichReplyError(ValueError):
     """The form cannot be shown on every platform; the message says what to change."""
 

@@ -12,7 +12,7 @@ from typing import Any
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import CommitHook
-from nexus.engine.rich import RichReply, RichReplyError, parse_rich
+from nexus.engine.rich import RichReply, RichReplyError, parse_reaction, parse_rich
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
 from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
@@ -33,6 +33,11 @@ NO_REPLY = "NO_REPLY"
 REPLY = "reply"
 # The built-in tool whose last completed call in a turn puts buttons and embeds on its answer.
 PRESENT_OPTIONS = "present_options"
+# The built-in tool whose last completed call in a turn reacts to the message answered.
+REACT = "react"
+# Senders that put a reaction on the message a reply answers (a BlueBubbles tapback); the
+# others ignore it.
+REACTS = frozenset({"bluebubbles"})
 # Formats that take the model's text as it is, in one piece.
 _RAW_FORMATS = frozenset({"webhook"})
 
@@ -65,6 +70,22 @@ def rich_reply(result: TurnResult) -> RichReply | None:
     return None if rich.empty else rich
 
 
+def reaction(result: TurnResult) -> str | None:
+    """The reaction the turn put on the message it answers: its last completed `react`
+    call (checked again), or None."""
+    calls = [
+        call
+        for call in result.tool_calls
+        if call.tool_name == REACT and call.status == ToolCallStatus.COMPLETED
+    ]
+    if not calls:
+        return None
+    try:
+        return parse_reaction(calls[-1].parameters.get("reaction"))
+    except RichReplyError:
+        return None
+
+
 def reply_hook(doorbell: Doorbell | None) -> CommitHook:
     def hook(
         uow: UnitOfWork,
@@ -76,32 +97,51 @@ def reply_hook(doorbell: Doorbell | None) -> CommitHook:
         if session.is_subagent or result.status != TurnStatus.COMPLETED:
             return  # a worker answers its manager (agents.results), never a platform
         text = reply_text(result)
-        if text is None:
+        reacted = reaction(result) if result.tool_calls else None
+        if text is None and reacted is None:
             return
         found = _delivery_context(uow, session, turn_id, source)
         if found is None:
             return  # asked through the API or the CLI: the answer is read there
         context, raw = found
         address = address_for(context, raw)
-        first = plan_reply(uow, session, turn_id, text, context, address, rich_reply(result))
+        if reacted is not None and not _reacts(address, context):
+            reacted = None  # a platform without reactions: the answer goes alone
+        if text is None:
+            if reacted is None:
+                return
+            rich = None  # no answer: nothing to hang buttons on
+        else:
+            rich = rich_reply(result)
+        first = plan_reply(uow, session, turn_id, text, context, address, rich, reaction=reacted)
         if first is not None and doorbell is not None:
             uow.after_commit(partial(doorbell.delivery_ready, first))
 
     return hook
 
 
+def _reacts(address: Address | None, context: EventRecord) -> bool:
+    return address is not None and address.sender in REACTS and bool(context.message_id)
+
+
 def plan_reply(
     uow: UnitOfWork,
     session: SessionRecord,
     turn_id: str,
-    text: str,
+    text: str | None,
     context: EventRecord,
     address: Address | None,
     rich: RichReply | None = None,
+    *,
+    reaction: str | None = None,
 ) -> str | None:
-    """Store the reply event and its chunks; returns the first chunk's delivery id."""
+    """Store the reply event and its chunks; returns the first chunk's delivery id.
+    `reaction` (where the sender has them) follows the text as a delivery of its own, so a
+    refused reaction never holds the answer back; `text` None sends the reaction alone."""
     reply_id = f"{REPLY}:{turn_id}"
     drafts = [] if address is None else _chunks(session, turn_id, reply_id, text, address, rich)
+    if address is not None and reaction is not None and context.message_id:
+        drafts.append(_reaction(session, turn_id, reply_id, address, context, reaction, drafts))
     if address is None:
         disposition, detail = (
             "undeliverable",
@@ -126,14 +166,18 @@ def plan_reply(
         text=text,
         reply_to=context.message_id,
         occurred_at=uow.ledger.clock(),
-        payload=_payload(session, turn_id, context, rich),
+        payload=_payload(session, turn_id, context, rich, reaction),
     )
     ids = uow.ledger.deliveries.add_reply(reply, drafts, disposition=disposition, detail=detail)
     return ids[0] if ids else None
 
 
 def _payload(
-    session: SessionRecord, turn_id: str, context: EventRecord, rich: RichReply | None
+    session: SessionRecord,
+    turn_id: str,
+    context: EventRecord,
+    rich: RichReply | None,
+    reaction: str | None = None,
 ) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "turn_id": turn_id,
@@ -142,19 +186,47 @@ def _payload(
     }
     if rich is not None:  # the form as the model gave it, beside the answer as written
         payload["rich"] = rich.to_json()
+    if reaction is not None:
+        payload["reaction"] = reaction
     return payload
+
+
+def _reaction(
+    session: SessionRecord,
+    turn_id: str,
+    reply_id: str,
+    address: Address,
+    context: EventRecord,
+    reaction: str,
+    before: list[DeliveryDraft],
+) -> DeliveryDraft:
+    """The reaction on the message answered, the reply's last delivery."""
+    index = len(before)
+    tapback = {"message_guid": context.message_id, "reaction": reaction}
+    return DeliveryDraft(
+        turn_id=turn_id,
+        chunk_index=index,
+        session_id=session.id,
+        event_id=reply_id,
+        platform=address.sender,
+        target={**address.target, "tapback": tapback},
+        text=f"[{reaction}]",
+        idempotency_key=f"{turn_id}:{index}",
+    )
 
 
 def _chunks(
     session: SessionRecord,
     turn_id: str,
     reply_id: str,
-    text: str,
+    text: str | None,
     address: Address,
     rich: RichReply | None,
 ) -> list[DeliveryDraft]:
     """The reply cut for the platform (never inside a code fence) and rendered in its markup;
     buttons and embeds go on the last chunk, or as lines of text where the platform has none."""
+    if text is None:
+        return []  # a reaction alone
     fmt = address.format
     if rich is not None:
         text = with_fallback(fmt, text, rich)

@@ -33,6 +33,7 @@ from nexus.ledger.enums import (
     TurnStatus,
 )
 from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
+from nexus.outbound.typing import TypingIndicator
 from nexus.queueing.coordination import Coordination, Lease
 from nexus.queueing.keepalive import KeepAlive
 from nexus.queueing.modes import (
@@ -65,6 +66,8 @@ class SessionRunner:
     collect_window_ms: int = DEFAULT_COLLECT_WINDOW_MS
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_turns_per_run: int = 50  # then re-ring, so one busy session cannot hog a worker
+    # Shows "typing…" where the turn's answer goes, off the turn's path (best effort).
+    typing: TypingIndicator | None = None
 
     def claim_inline(
         self,
@@ -301,6 +304,9 @@ class SessionRunner:
         consumed = [
             ConsumedItem(queue_item_id=i.id, disposition=plan.disposition) for i in plan.items
         ]
+        # The reply's address comes from the event this run read, not a read back.
+        source = next((events.get(q.event_id) for q in queries if q.event_id), None)
+        shown = self.typing.started(source) if self.typing is not None else None
         try:
             outcome = engine.run_turn(
                 session_id,
@@ -308,8 +314,7 @@ class SessionRunner:
                 epoch=epoch,
                 consumed=consumed,
                 queue_mode=plan.mode,
-                # The reply's address comes from the event this run read, not a read back.
-                source=next((events.get(q.event_id) for q in queries if q.event_id), None),
+                source=source,
                 leading=announce,
                 read=claim.read,
             )
@@ -318,6 +323,8 @@ class SessionRunner:
             return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
         finally:
             self.coordination.settle()  # what the turn posted as it ran is applied
+            if self.typing is not None:
+                self.typing.stopped(shown)
         return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
 
     def _compact(self, session_id: str, epoch: int, plan: Run, engine: Engine) -> str:

@@ -384,3 +384,28 @@ def test_a_pressed_discord_button_is_answered_through_its_own_interaction(
         "/webhooks/APP/ctoken/messages/@original",
     )
     assert answer.body["content"] == "Paid."
+
+
+def test_a_reaction_on_telegram_is_ignored_and_the_answer_goes_alone(
+    rig: OutboundRig, fake: FakePlatforms, database: Database
+) -> None:
+    event = message("telegram:2", "telegram", "4242", "thanks!", message_id="78")
+    rig.arrive(event)
+    session = rig.rig.session("dm:ent_tg", persona="assistant", capabilities=("reactions",))
+    rig.rig.model.push(CallTools((("react", {"reaction": "love"}),)), Say("Any time."))
+    outcome = rig.rig.say(session.id, "thanks!", event_id=event.id)
+    assert outcome.status == "committed", outcome
+    assert set(rig.pump()) == {"sent"}
+    assert [_shown(m.body["text"]) for m in fake.of("telegram")] == ["Any time."]
+    with database.reading() as uow:
+        assert len(uow.ledger.deliveries.for_turn(outcome.turn_id)) == 1
+        reply = uow.ledger.events.get(f"reply:{outcome.turn_id}")
+    assert reply is not None
+
+    # A reaction alone, where there are no reactions, sends nothing at all.
+    rig.rig.model.push(CallTools((("react", {"reaction": "like"}),)), Say("NO_REPLY"))
+    quiet = rig.rig.say(session.id, "ok", event_id=event.id)
+    assert quiet.status == "committed", quiet
+    with database.reading() as uow:
+        assert uow.ledger.deliveries.for_turn(quiet.turn_id) == []
+        assert uow.ledger.events.get(f"reply:{quiet.turn_id}") is None

@@ -4,6 +4,7 @@ step.generating among them — read back from the in-process twin and from real 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from nexus.arrival.service import queue_for
 from nexus.arrival.settings import Arrival, QueuePolicy
@@ -49,7 +50,7 @@ def _read(coordination: Coordination, session_id: str) -> list[StreamEntry]:
     return coordination.read_stream(session_id, START, block_ms=10)
 
 
-def _runner(rig: Rig, coordination: Coordination, clock: FakeClock, **kw: int) -> SessionRunner:
+def _runner(rig: Rig, coordination: Coordination, clock: FakeClock, **kw: Any) -> SessionRunner:
     return SessionRunner(
         database=rig.database,
         engine=rig.engine,

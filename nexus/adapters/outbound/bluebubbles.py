@@ -8,6 +8,7 @@ whatever text an error holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import quote, quote_plus
 
@@ -26,6 +27,8 @@ TAPBACKS = frozenset(
 # What BlueBubbles answers (400) for a tempGuid it is still sending: the first attempt has
 # the chunk, so a retry of it must not be taken for a failure (nor be sent again).
 _IN_FLIGHT = "already queued"
+# The typing indicator is a courtesy: a call that takes longer than this is given up.
+TYPING_TIMEOUT_S = 5.0
 
 
 def tapback(reaction: str) -> str:
@@ -86,10 +89,12 @@ class BlueBubblesClient:
         }
         return self._call("POST", "/api/v1/message/react", json=body)
 
-    def typing(self, chat_guid: str, *, on: bool) -> SendResult:
-        """Show (`on`) or stop the typing indicator in the chat (Private API)."""
+    def typing(self, chat_guid: str, *, on: bool, timeout_s: float | None = None) -> SendResult:
+        """Show (`on`) or stop the typing indicator in the chat (Private API); `timeout_s`
+        bounds the call tighter than the client's own timeout."""
         path = f"/api/v1/chat/{quote(chat_guid, safe='')}/typing"
-        return self._call("POST" if on else "DELETE", path)
+        bound: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+        return self._call("POST" if on else "DELETE", path, **bound)
 
     def close(self) -> None:
         self._client.close()
@@ -133,7 +138,9 @@ def _message_guid(body: Any) -> str | None:
 
 
 class BlueBubblesSender:
-    """Replies to iMessage chats: each chunk a text to the chat GUID it came from."""
+    """Replies to iMessage chats: each chunk a text to the chat GUID it came from, a
+    tapback (a delivery whose target holds `tapback`) on the message answered; and the
+    typing indicator while a turn runs."""
 
     name = "bluebubbles"
 
@@ -149,4 +156,20 @@ class BlueBubblesSender:
         chat = delivery.target.get("chat_guid")
         if not isinstance(chat, str) or not chat:
             return Refused("the reply has no chat_guid to send to")
+        reaction = delivery.target.get("tapback")
+        if isinstance(reaction, dict):
+            message, name = reaction.get("message_guid"), reaction.get("reaction")
+            if not isinstance(message, str) or not message or not isinstance(name, str):
+                return Refused("the tapback needs a message_guid and a reaction")
+            try:
+                return self.client.react(chat, message, name)
+            except ValueError as error:  # not one of the tapbacks BlueBubbles sends
+                return Refused(str(error))
         return self.client.send_text(chat, delivery.text, temp_guid=delivery.id)
+
+    def typing(self, target: Mapping[str, Any], *, on: bool) -> SendResult:
+        """Show or stop "typing…" in the chat a reply to `target` goes to."""
+        chat = target.get("chat_guid")
+        if not isinstance(chat, str) or not chat:
+            return Refused("no chat_guid to show typing in")
+        return self.client.typing(chat, on=on, timeout_s=TYPING_TIMEOUT_S)

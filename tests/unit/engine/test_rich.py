@@ -14,6 +14,7 @@ from nexus.engine.rich import (
     EmbedField,
     RichReply,
     RichReplyError,
+    parse_reaction,
     parse_rich,
 )
 from nexus.engine.tools import ToolContext, ToolFailure
@@ -161,3 +162,13 @@ def test_reply_attachments_are_checked_and_kept_in_the_form() -> None:
             parse_rich({"attachments": [bad]})
     with pytest.raises(RichReplyError, match="at most 10 attachments"):
         parse_rich({"attachments": [{"url": "https://x.example/a", "kind": "image"}] * 11})
+
+
+def test_the_react_tool_takes_a_tapback_and_refuses_anything_else() -> None:
+    tool = builtin_registry().get("react")
+    assert tool is not None
+    assert tool.run({"reaction": " Love "}, _context())["reaction"] == "love"
+    for bad in ({}, {"reaction": "wow"}, {"reaction": 1}):
+        with pytest.raises(ToolFailure, match="reaction must be one of love, like"):
+            tool.run(bad, _context())
+    assert parse_reaction("question") == "question"
