@@ -63,7 +63,9 @@ function turnLink(id) {
 
 // -- the API ----------------------------------------------------------------------------------
 
-class ApiError extends Error {}
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
 
 function headers(extra) {
   const token = localStorage.getItem(TOKEN_KEY);
@@ -80,7 +82,7 @@ async function api(method, path, body) {
   if (!response.ok) {
     const error = data && data.error ? data.error : { type: "http_" + response.status, message: text };
     if (response.status === 401) document.getElementById("token").focus();
-    throw new ApiError(`${response.status} ${error.type}: ${error.message}`);
+    throw new ApiError(response.status, `${response.status} ${error.type}: ${error.message}`);
   }
   return data;
 }
@@ -158,7 +160,12 @@ async function sessionsPage() {
   const table = el("table", { id: "sessions" },
     el("thead", {}, el("tr", {}, ["Label", "Persona", "Status", "Running", "Pending", "Updated"].map((h) => el("th", {}, h)))),
     body);
-  show(el("h1", {}, "Sessions"), el("p", {}, search), table);
+  const label = el("input", { id: "new-session", placeholder: "label" });
+  const open = el("form", { class: "row", onsubmit: (event) => {
+    event.preventDefault();
+    if (label.value.trim()) location.hash = "#/session/" + encodeURIComponent(label.value.trim());
+  } }, search, el("span", { class: "muted" }, "or open (or start) a session:"), label, el("button", { type: "submit", id: "open-session" }, "Open"));
+  show(el("h1", {}, "Sessions"), open, el("p"), table);
   const sessions = await everything("/v1/sessions");
   const details = new Map();
   function render() {
@@ -217,11 +224,13 @@ function settingsForm(label, detail, reload) {
       catch (error) { throw new Error("model config is not JSON: " + error.message); }
     }
     await api("PATCH", "/v1/sessions/" + labelPath(label), patch);
+    delete form.parentNode.dataset.editing;
     say("Settings saved.", true);
     await reload();
   }, { id: "save-settings" });
-  return el("form", { id: "settings", onsubmit: (e) => e.preventDefault() },
+  const form = el("form", { id: "settings", onsubmit: (e) => e.preventDefault() },
     row, el("label", {}, "Model config (JSON; empty clears)", model), effective, save);
+  return form;
 }
 
 function treeList(label, tree) {
@@ -267,20 +276,27 @@ function queueTable(label, queue, reload) {
 
 async function sessionPage(label) {
   const path = "/v1/sessions/" + labelPath(label);
-  const head = el("div"), settings = el("div"), tree = el("div"), queue = el("div");
+  const head = el("div"), tree = el("div"), queue = el("div");
+  const settings = el("div", { oninput: () => { settings.dataset.editing = "1"; } });
   const live = el("pre", { id: "live", class: "stream" });
   const status = el("div", { id: "live-status", class: "muted" });
   const box = el("textarea", { id: "message", rows: 3, placeholder: "Send a message to this session" });
   async function reload() {
-    const [detail, found, items] = await Promise.all([
-      api("GET", path), api("GET", path + "/tree"), api("GET", path + "/queue")]);
+    let detail;
+    try { detail = await api("GET", path); } catch (error) {
+      if (!(error instanceof ApiError) || error.status !== 404) throw error;
+      head.replaceChildren(el("p", { id: "running" }, "No session with this label yet: a message sent here starts it."));
+      return;
+    }
+    const [found, items] = await Promise.all([api("GET", path + "/tree"), api("GET", path + "/queue")]);
     head.replaceChildren(
       el("p", {}, "persona ", el("b", {}, detail.persona || "?"), " · status ", tag(detail.status),
         " · origin ", detail.origin, detail.parent_session_label ? [" · from ", sessionLink(detail.parent_session_label)] : "",
         detail.aliases.length ? " · aliases " + detail.aliases.join(", ") : ""),
       el("p", { id: "running" }, detail.running ? "running: " + (detail.running.step || "") + " " + (detail.running.turn_id || "") : "idle",
         ` · ${detail.pending.count} pending`));
-    settings.replaceChildren(settingsForm(label, detail, reload));
+    // A stream event reloads the page's parts; settings being edited are left as typed.
+    if (!settings.dataset.editing) settings.replaceChildren(settingsForm(label, detail, reload));
     tree.replaceChildren(treeList(label, found));
     queue.replaceChildren(queueTable(label, items, reload));
   }
