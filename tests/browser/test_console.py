@@ -24,7 +24,6 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from nexus.db import Database
@@ -82,7 +81,9 @@ def browser() -> Iterator[WebDriver]:
 
 def _until(driver: WebDriver, what: str, check: Callable[[WebDriver], Any]) -> Any:
     try:
-        return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(check)
+        return WebDriverWait(
+            driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(check)
     except Exception as error:
         notice = driver.find_element(By.ID, "notice").text
         view = driver.find_element(By.ID, "view").text[:2000]
@@ -103,16 +104,17 @@ def _text(driver: WebDriver, element_id: str) -> str:
     return found[0].text if found else ""
 
 
-def _setting(driver: WebDriver, name: str) -> WebElement:
-    return driver.find_element(By.CSS_SELECTOR, f"#settings input[name={name}]")
-
-
-def _click(driver: WebDriver, css: str) -> None:
-    """Click what `css` finds, found again if the page redrew it meanwhile (a stream event
-    reloads the session's parts)."""
+def _click(driver: WebDriver, css: str, keys: str | None = None) -> None:
+    """Click what `css` finds (or type `keys` into it), found again if the page redrew it
+    meanwhile (a stream event reloads the session's parts)."""
 
     def clicked(d: WebDriver) -> bool:
-        d.find_element(By.CSS_SELECTOR, css).click()
+        found = d.find_element(By.CSS_SELECTOR, css)
+        if keys is None:
+            found.click()
+        else:
+            found.clear()
+            found.send_keys(keys)
         return True
 
     try:
@@ -187,20 +189,22 @@ def test_the_console_drives_a_deployment(
         photograph("session")
 
         # A bad setting is refused with the API's message and changes nothing; a good one is kept.
-        _setting(browser, "cap").send_keys("0")
+        _click(browser, "#settings input[name=cap]", keys="0")
         _click(browser, "#save-settings")
         _until(browser, "the refusal", lambda d: "422" in _text(d, "notice"))
         assert "greater than or equal to 1" in _text(browser, "notice")
         assert api.get("/v1/sessions/console-demo").json()["queue_cap"] is None
-        _setting(browser, "cap").clear()
-        _setting(browser, "cap").send_keys("5")
+        _click(browser, "#settings input[name=cap]", keys="5")
         _click(browser, "#save-settings")
         _until(browser, "the save", lambda d: "Settings saved" in _text(d, "notice"))
         assert api.get("/v1/sessions/console-demo").json()["queue_cap"] == 5
 
         # The turn itself: messages, model, tokens, cost.
-        turn_id = browser.find_element(By.CSS_SELECTOR, "#tree .turn").get_attribute("data-turn")
-        assert turn_id is not None
+        turn_id: str = _until(
+            browser,
+            "a turn in the tree",
+            lambda d: d.find_element(By.CSS_SELECTOR, "#tree .turn").get_attribute("data-turn"),
+        )
         _click(browser, f'#tree .turn[data-turn="{turn_id}"] a[href^="#/turn/"]')
         _until(browser, "the turn", lambda d: ANSWER in _text(d, "messages"))
         facts = _text(browser, "turn-facts")
@@ -236,5 +240,6 @@ def test_the_console_drives_a_deployment(
             _on_page(browser, page)
             assert browser.find_elements(By.ID, shown), page
             if page == "#/usage":
-                assert browser.find_elements(By.ID, "usage-chart")  # there are turns to chart
+                bars = browser.find_elements(By.CSS_SELECTOR, "#usage-chart rect")
+                assert bars and all(float(b.get_attribute("height") or 0) > 0 for b in bars)
             photograph(page.removeprefix("#/"))

@@ -201,7 +201,7 @@ function settingsForm(label, detail, reload) {
   const row = el("div", { class: "row" }, SETTINGS.map(([name, title, column, effective]) => {
     const own = detail[column];
     const found = detail.queue[effective];
-    inputs[name] = el("input", { name, value: own === null || own === undefined ? "" : String(own), size: 12,
+    inputs[name] = el("input", { name, value: own === null || own === undefined ? "" : String(own), size: 20,
       placeholder: `${found.value === null ? "(by source)" : found.value} from ${found.source}` });
     return el("label", {}, title, inputs[name]);
   }));
@@ -420,8 +420,8 @@ async function hooksPage() {
 function barChart(days) {
   const priced = days.some((d) => d.cost_micros);
   const value = (d) => priced ? (d.cost_micros || 0) / 1e6 : d.tokens.total;
-  const width = 640, height = 160, gap = 4, top = Math.max(...days.map(value), 1);
-  const bar = Math.max(4, Math.floor((width - 40) / Math.max(days.length, 1)) - gap);
+  const width = 640, height = 160, gap = 4, top = Math.max(...days.map(value)) || 1;
+  const bar = Math.min(60, Math.max(4, Math.floor((width - 40) / Math.max(days.length, 1)) - gap));
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("width", width); svg.setAttribute("height", height + 30); svg.setAttribute("id", "usage-chart");
   const add = (name, attrs, text) => {
@@ -432,7 +432,7 @@ function barChart(days) {
   };
   add("text", { x: 0, y: 10 }, priced ? "USD per day" : "tokens per day");
   days.forEach((d, i) => {
-    const h = Math.round((value(d) / top) * (height - 20));
+    const h = Math.round((value(d) / top) * (height - 32));
     const x = 20 + i * (bar + gap);
     add("rect", { x, y: height - h, width: bar, height: h, fill: "#3b82f6" });
     add("text", { x, y: height + 12 }, d.day.slice(5));
