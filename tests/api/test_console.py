@@ -25,6 +25,8 @@ def test_the_console_is_served_without_a_token_and_v1_still_needs_one(
     page = client.get("/ui")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script src="/ui/static/console.js">' in page.text
+    # Only this server's scripts run, and no other site frames the page.
+    assert page.headers["content-security-policy"].startswith("default-src 'self';")
     script = client.get("/ui/static/console.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert client.get("/ui/static/console.css").status_code == 200

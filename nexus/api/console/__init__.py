@@ -12,8 +12,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 STATIC = files(__name__) / "static"
-# The browser asks again rather than keep a console older than the server it talks to.
-NO_CACHE = {"Cache-Control": "no-cache"}
+# The browser asks again rather than keep a console older than the server it talks to;
+# the page may load and call only this server, and no other site may frame it.
+PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
 
 router = APIRouter(include_in_schema=False)
 
@@ -21,7 +26,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/ui")
 def console() -> HTMLResponse:
     """The console's one page; its routes are the URL's hash (#/sessions, #/turn/ID, …)."""
-    return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"), headers=NO_CACHE)
+    return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"), headers=PAGE_HEADERS)
 
 
 @router.get("/ui/")
