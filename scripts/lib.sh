@@ -123,3 +123,18 @@ ensure_bubblewrap() {
       --new-session --ro-bind / / --proc /proc --dev /dev true \
     || die "bwrap is installed but cannot make a sandbox here (are user namespaces allowed? sysctl user.max_user_namespaces)"
 }
+
+# The web console's browser test (tests/browser) drives Debian's chromium through
+# chromium-driver with Selenium: installed with apt-get when missing and we are root;
+# otherwise a loud failure, never a silent skip of the browser test.
+ensure_chromium() {
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+      || die "chromium and chromium-driver are not installed and the console's browser test needs them. Install them: sudo apt-get install chromium chromium-driver"
+    say "installing chromium and chromium-driver (the console's browser test)"
+    local log="${TMPDIR:-/tmp}/nexus-apt-chromium.log"
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; } >"$log" 2>&1 \
+      || { tail -20 "$log" >&2; die "apt-get install chromium chromium-driver failed (full log: $log)"; }
+    command -v chromedriver >/dev/null || die "chromium-driver was installed but chromedriver is not on PATH"
+  fi
+}

@@ -13,6 +13,7 @@ from nexus.adapters.inbound.base import Rejected
 from nexus.api import (
     agents,
     aliases,
+    console,
     entities,
     events,
     files,
@@ -109,5 +110,5 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         operator,
     ):
         app.include_router(resource.router)
-
+    console.mount(app)  # /ui: the web console, a page that calls the routes above
     return app

@@ -113,6 +113,7 @@ def banner(settings: Settings, *, host: str, port: int) -> list[str]:
     prefix = "" if settings.api_url.rstrip("/") == url else f"NEXUS_API_URL={url} "
     return [
         f"[bold]Nexus[/bold] is running at [link={url}]{url}[/link] (API docs: {url}/docs)",
+        f"  console: [link={url}/ui]{url}/ui[/link] (no token needed from this machine)",
         f"  ledger {settings.database_url} · model {model} · embedded worker and timer",
         "Try, in another terminal:",
         f'  {prefix}nexus send main "hello" --wait',

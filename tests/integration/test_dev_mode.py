@@ -81,6 +81,9 @@ def test_nexus_dev_answers_and_the_cli_works_against_it(tmp_path: Path) -> None:
     (tmp_path / "hooks" / "watcher.py").write_text(WATCHER)
     with _running([str(NEXUS), "dev", "--port", str(port)], tmp_path, environment) as log:
         assert f"http://127.0.0.1:{port}" in log.read_text()
+        assert f"http://127.0.0.1:{port}/ui" in log.read_text()  # the console, named
+        console = httpx.get(f"http://127.0.0.1:{port}/ui", timeout=10)
+        assert console.status_code == 200 and "console.js" in console.text
         assert _hook_saw(tmp_path, environment, "watcher") == []
         answer = _nexus(tmp_path, environment, "send", "main", "hello", "--wait")
         assert "You said: hello" in answer and "scripted model" in answer
