@@ -39,13 +39,17 @@ from nexus.api.errors import (
     unavailable_handler,
 )
 from nexus.api.middleware import RequestGuard
+from nexus.api.validation import field_errors, summary
 from nexus.bootstrap import Nexus
 from nexus.ledger.repository import SessionArchived
 
 
 async def _validation_handler(_request: object, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    return JSONResponse(error_body("invalid_request", str(error.errors())), status_code=422)
+    errors = error.errors()
+    return JSONResponse(
+        error_body("invalid_request", summary(errors), field_errors(errors)), status_code=422
+    )
 
 
 async def _http_error_handler(_request: object, error: Exception) -> JSONResponse:
