@@ -16,6 +16,7 @@ from nexus.api.deps import ApiState, DatabaseDep, SettingsDep, api_state
 from nexus.api.errors import ApiError
 from nexus.db import Database
 from nexus.ledger.repository.metrics import LedgerFigures
+from nexus.telemetry import REGISTRY
 
 router = APIRouter(tags=["operations"])
 
@@ -188,4 +189,7 @@ def metrics(database: DatabaseDep) -> Response:
     """Prometheus text format."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector(database))
+    # This process's own durations: HTTP requests, and tasks when a worker runs inside it
+    # (`nexus dev`); a separate worker serves its own (NEXUS_WORKER_METRICS_PORT).
+    registry.register(REGISTRY)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
