@@ -63,7 +63,7 @@ def test_the_alerts_cover_what_an_operator_is_woken_for() -> None:
         "NexusTurnLatencyHigh",
     } <= names
     for rule in _alert_rules():
-        assert rule["expr"] and rule["annotations"], rule  # type: ignore[index]
+        assert rule["expr"] and rule["annotations"], rule
 
 
 def test_every_metric_the_alerts_and_dashboard_name_exists(database: Database) -> None:

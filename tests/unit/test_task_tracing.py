@@ -44,7 +44,7 @@ def test_a_task_binds_the_id_it_was_sent_with_and_is_timed() -> None:
     app = Celery("t", broker="memory://")
     seen: list[str | None] = []
 
-    @app.task(name="nexus.test.traced")
+    @app.task(name="nexus.test.traced")  # type: ignore[untyped-decorator]
     def traced() -> None:
         seen.append(current_request_id())
         structlog.get_logger().info("inside")
