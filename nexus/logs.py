@@ -98,8 +98,32 @@ def processors(settings: Settings) -> list[Any]:
     ]
 
 
-def configure_logging(settings: Settings, *, stream: Any = None) -> None:
-    """Once per process, before anything logs (the API factory, the worker, the CLI)."""
+# What a quiet `nexus dev` still shows besides warnings: the turns it answers.
+SHOWN_WHEN_QUIET = frozenset({"turn_committed"})
+# Warnings that say nothing a newcomer can act on: the embedded `memory://` broker has no
+# host by design, and kombu says so on every connection.
+HIDDEN_WHEN_QUIET = (("kombu.connection", "No hostname was supplied"),)
+
+
+def _event(record: logging.LogRecord) -> str:
+    # A structlog line reaches the handler with its event dict as `msg`; others are text.
+    if isinstance(record.msg, dict):
+        return str(record.msg.get("event", ""))
+    return record.getMessage()
+
+
+def shown_when_quiet(record: logging.LogRecord) -> bool:
+    """Warnings and worse (but the known-harmless ones), and the turns answered."""
+    event = _event(record)
+    if any(record.name == name and event.startswith(text) for name, text in HIDDEN_WHEN_QUIET):
+        return False
+    return record.levelno >= logging.WARNING or event in SHOWN_WHEN_QUIET
+
+
+def configure_logging(settings: Settings, *, stream: Any = None, quiet: bool = False) -> None:
+    """Once per process, before anything logs (the API factory, the worker, the CLI).
+
+    `quiet` (a person at `nexus dev`) lets through only warnings and the turns answered."""
     shared = processors(settings)
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -119,6 +143,8 @@ def configure_logging(settings: Settings, *, stream: Any = None) -> None:
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )
+    if quiet:
+        handler.addFilter(shown_when_quiet)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())

@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     api_admin_tokens: SecretStr | None = None
     # /metrics wants one of api_tokens like /v1; true serves it to anyone who reaches it.
     metrics_public: bool = False
+    # A worker's own metrics (nexus_task_duration_seconds): each worker process that runs
+    # tasks serves them on the first free port from this one up; unset, none is opened.
+    # `nexus dev` needs none: its worker runs inside the API, whose /metrics has them.
+    worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Where the CLI finds a running Nexus (`nexus send`, `nexus sessions`), and its token.
     api_url: str = "http://127.0.0.1:8000"
     api_token: SecretStr | None = None

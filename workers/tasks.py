@@ -18,6 +18,7 @@ from nexus.ingest.relay import relay, relay_hooks
 from nexus.sessions.watchdog import ring_orphaned
 from nexus.settings import get_settings
 from nexus.timer.tick import tick
+from workers import telemetry  # noqa: F401 - connects the task signals (ids, timings)
 from workers.gmail import gmail_on_tick, sync_gmail
 
 log = structlog.get_logger(__name__)

@@ -8,6 +8,7 @@ from typing import Any
 from celery import Celery
 
 from nexus.settings import Settings
+from nexus.telemetry import REQUEST_ID, current_request_id
 
 QUEUES = ("events", "sessions", "delivery", "hooks", "timer")
 
@@ -71,29 +72,38 @@ def create_celery(settings: Settings) -> Celery:
 
 
 class CeleryDoorbell:
-    """The doorbell over Celery: publish a task naming the work; the ledger holds the work."""
+    """The doorbell over Celery: publish a task naming the work; the ledger holds the work.
+
+    A task rung while a request id is bound (an API request, or a task that request led
+    to) carries it as the `request_id` header, and the worker binds it into that task's
+    logs (workers/tasks.py): one id follows a request through every process it reaches."""
 
     def __init__(self, app: Celery) -> None:
         self._app = app
 
+    def _send(self, name: str, args: list[str], countdown: float | None = None) -> None:
+        request_id = current_request_id()
+        headers = {REQUEST_ID: request_id} if request_id else None
+        self._app.send_task(name, args=args, countdown=countdown, headers=headers)
+
     def event_received(self, event_id: str) -> None:
-        self._app.send_task("nexus.event.process", args=[event_id])
+        self._send("nexus.event.process", [event_id])
 
     def hooks_due(self, event_id: str) -> None:
-        self._app.send_task("nexus.event.hooks", args=[event_id])
+        self._send("nexus.event.hooks", [event_id])
 
     def session_has_work(self, session_id: str) -> None:
-        self._app.send_task("nexus.session.run", args=[session_id])
+        self._send("nexus.session.run", [session_id])
 
     def session_has_work_after(self, session_id: str, delay_ms: int) -> None:
-        self._app.send_task("nexus.session.run", args=[session_id], countdown=delay_ms / 1000)
+        self._send("nexus.session.run", [session_id], countdown=delay_ms / 1000)
 
     def delivery_ready(self, delivery_id: str, delay_ms: int = 0) -> None:
         countdown = delay_ms / 1000 if delay_ms > 0 else None
-        self._app.send_task("nexus.delivery.send", args=[delivery_id], countdown=countdown)
+        self._send("nexus.delivery.send", [delivery_id], countdown=countdown)
 
     def mailbox_changed(self, mailbox: str) -> None:
-        self._app.send_task("nexus.gmail.sync", args=[mailbox])
+        self._send("nexus.gmail.sync", [mailbox])
 
 
 def ping_workers(app: Celery, timeout_s: float) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import SecretStr
 from starlette.exceptions import HTTPException
 
@@ -40,13 +41,18 @@ from nexus.api.errors import (
     unavailable_handler,
 )
 from nexus.api.middleware import RequestGuard
+from nexus.api.tracing import RequestTracing
+from nexus.api.validation import field_errors, summary
 from nexus.bootstrap import Nexus
 from nexus.ledger.repository import SessionArchived
 
 
 async def _validation_handler(_request: object, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    return JSONResponse(error_body("invalid_request", str(error.errors())), status_code=422)
+    errors = error.errors()
+    return JSONResponse(
+        error_body("invalid_request", summary(errors), field_errors(errors)), status_code=422
+    )
 
 
 async def _http_error_handler(_request: object, error: Exception) -> JSONResponse:
@@ -73,7 +79,9 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     # Built now rather than on the first webhook: the adapters import their platforms'
     # libraries, and a request should not pay for that (nor look like it grew the server).
     nexus.inbound_adapters  # noqa: B018
-    app = FastAPI(title="Nexus", version=__version__, docs_url="/docs")
+    # /docs and /redoc load Swagger UI's and ReDoc's JS/CSS from the installed package
+    # (under /static-offline-docs), not from a CDN: they work offline and behind a firewall.
+    app = FastAPIOffline(title="Nexus", version=__version__)
     tokens = TokenCheck.from_setting(
         _secret(settings.api_tokens),
         admin_tokens=_secret(settings.api_admin_tokens),
@@ -83,6 +91,8 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     # Before any route or body parser: NUL is 400, the token is checked from the headers,
     # and no /v1 body over the limit is read.
     app.add_middleware(RequestGuard, tokens=tokens, max_body_bytes=settings.max_body_bytes)
+    # Outermost (added last): every answer, the guard's refusals too, carries its id.
+    app.add_middleware(RequestTracing)
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(SessionArchived, archived_handler)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from nexus.api.auth import Caller, TokenCheck
 from nexus.bootstrap import Nexus
@@ -58,7 +59,20 @@ async def settings(graph: NexusDep) -> Settings:
     return graph.settings
 
 
-async def caller(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Caller:
+# Declares the bearer scheme in OpenAPI (so /docs' "Authorize" sends the token); it
+# checks nothing itself (`auto_error=False`): the request guard and `caller` do.
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="An API token from NEXUS_API_TOKENS (or NEXUS_API_ADMIN_TOKENS)",
+)
+
+
+async def caller(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
+) -> Caller:
     """The authenticated caller of a /v1 route (401 otherwise): the request guard checked
     the token before the body was read and left the caller in the request's state."""
     checked = request.scope.get("state", {}).get("caller")

@@ -1,4 +1,4 @@
-"""One error shape for every /v1 answer: {"error": {"type", "message"}}."""
+"""One error shape for every /v1 answer: {"error": {"type", "message", "details"?}}."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from nexus.adapters.inbound.base import Rejected
+from nexus.api.validation import FieldError
 
 log = structlog.get_logger(__name__)
 
@@ -38,7 +39,9 @@ class ApiError(Exception):
 
 class ErrorDetail(BaseModel):
     type: str  # what went wrong, for code: not_found, invalid_request, conflict, ...
-    message: str  # what went wrong, for people
+    message: str  # what went wrong, for people: each bad field named, with what it accepts
+    # For a request that breaks the schema (422): one entry per bad field, for code.
+    details: list[FieldError] | None = None
 
 
 class ErrorBody(BaseModel):
@@ -70,8 +73,13 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
     }
 
 
-def error_body(kind: str, message: str) -> dict[str, dict[str, str]]:
-    return {"error": {"type": kind, "message": message}}
+def error_body(
+    kind: str, message: str, details: list[FieldError] | None = None
+) -> dict[str, dict[str, object]]:
+    body: dict[str, object] = {"type": kind, "message": message}
+    if details is not None:
+        body["details"] = [detail.model_dump() for detail in details]
+    return {"error": body}
 
 
 async def api_error_handler(_request: Request, error: Exception) -> JSONResponse:

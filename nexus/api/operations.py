@@ -16,6 +16,8 @@ from nexus.api.deps import ApiState, DatabaseDep, SettingsDep, api_state
 from nexus.api.errors import ApiError
 from nexus.db import Database
 from nexus.ledger.repository.metrics import LedgerFigures
+from nexus.telemetry import REGISTRY
+from nexus.timer.tick import WATERMARK
 
 router = APIRouter(tags=["operations"])
 
@@ -69,7 +71,10 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[Any]:
         with self._database.unit_of_work() as uow:
             figures = uow.ledger.metrics.figures()
+            tick = uow.ledger.dead_letters.last_tick(WATERMARK)
+            dead, unreplayed = uow.ledger.dead_letters.count()
             uow.commit()  # the deltas it folded into the totals
+        yield from _liveness(tick, dead, unreplayed)
         ingested = CounterMetricFamily(
             "nexus_events", "Events recorded, by direction, adapter and disposition.",
             labels=["direction", "adapter", "disposition"],
@@ -133,6 +138,24 @@ class LedgerCollector(Collector):
         yield refused
 
 
+def _liveness(tick: tuple[int, int] | None, dead: int, unreplayed: int) -> Iterator[Any]:
+    """What the alerts watch besides the counts: the timer's last tick, the dead letters."""
+    ticked = GaugeMetricFamily(
+        "nexus_timer_last_tick_timestamp_seconds", "When the timer (`nexus beat`) last "
+        "ticked, as a Unix time; absent until it first ticks.",
+    )  # fmt: skip
+    if tick is not None:
+        ticked.add_metric([], tick[1] / 1000)
+    yield ticked
+    letters = GaugeMetricFamily(
+        "nexus_dead_letters", "Dead letters kept, by whether they were replayed.",
+        labels=["replayed"],
+    )  # fmt: skip
+    letters.add_metric(["false"], unreplayed)
+    letters.add_metric(["true"], dead - unreplayed)
+    yield letters
+
+
 def _usage(figures: LedgerFigures) -> Iterator[Any]:
     """Model usage: tokens by kind, and cost as priced when each turn committed."""
     tokens = CounterMetricFamily(
@@ -188,4 +211,7 @@ def metrics(database: DatabaseDep) -> Response:
     """Prometheus text format."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector(database))
+    # This process's own durations: HTTP requests, and tasks when a worker runs inside it
+    # (`nexus dev`); a separate worker serves its own (NEXUS_WORKER_METRICS_PORT).
+    registry.register(REGISTRY)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -274,6 +274,9 @@ def tree_command(
 def dev(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Log everything: migrations, broker, every task."
+    ),
 ) -> None:
     """Run everything in one process: API, a worker and the timer (SQLite, no Redis)."""
     from nexus.cli.dev import run_dev
@@ -285,7 +288,7 @@ def dev(
             "distributed one run `nexus api`, `nexus worker` and `nexus beat`."
         )
         raise typer.Exit(2)
-    run_dev(settings, host=host, port=port, console=console)
+    run_dev(settings, host=host, port=port, console=console, verbose=verbose)
 
 
 @app.command()

@@ -86,14 +86,21 @@ def _tick_every_minute(celery_app: Any, stop: threading.Event) -> None:
         celery_app.send_task("nexus.timer.tick")
 
 
-def run_dev(settings: Settings, *, host: str, port: int, console: Console) -> None:
+def run_dev(
+    settings: Settings, *, host: str, port: int, console: Console, verbose: bool = False
+) -> None:
     import uvicorn
 
     from nexus.logs import configure_logging
 
     # A person at a terminal reads plain lines, unless NEXUS_LOG_FORMAT says otherwise.
     chosen = "log_format" in settings.model_fields_set
-    configure_logging(settings if chosen else settings.model_copy(update={"log_format": "console"}))
+    configure_logging(
+        settings if chosen else settings.model_copy(update={"log_format": "console"}),
+        # A newcomer reads the banner, then warnings and the turns answered; `--verbose`
+        # brings back the migrations, the broker and every task received and done.
+        quiet=not verbose,
+    )
     api, embedded = start_embedded(settings)
     for line in banner(settings, host=host, port=port):
         console.print(line, soft_wrap=True)  # a command cut in two cannot be pasted

@@ -32,7 +32,8 @@ def _routes(database: Database) -> list[APIRoute]:
     while pending:
         route = pending.pop()
         if isinstance(route, APIRoute):
-            found.append(route)
+            if route.include_in_schema:  # not the /docs and /redoc pages
+                found.append(route)
         elif hasattr(route, "original_router"):  # an included router
             pending.extend(route.original_router.routes)
         elif hasattr(route, "routes"):
