@@ -20,8 +20,8 @@ from nexus.outbound.rate_limit import InProcessRateLimiter
 from nexus.outbound.service import DeliveryService
 from tests.contract.outbound_support import OutboundRig, message, outbound_rig
 from tests.fakes.bluebubbles_server import FakeBlueBubbles
-from tests.fakes.file_server import FileServer
 from tests.fakes.platform_server import FakePlatforms
+from tests.fakes.url_files import FileServer
 from tests.support import FakeClock
 
 PASSWORD = "bb-password"

@@ -17,7 +17,7 @@ from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, Sent
 from tests.fakes.bluebubbles_server import FakeBlueBubbles
-from tests.fakes.file_server import FileServer
+from tests.fakes.url_files import FileServer
 
 PASSWORD = "bb-password"
 CHAT = "iMessage;-;+15559876543"
