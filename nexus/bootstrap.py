@@ -365,7 +365,7 @@ class Nexus:
             return self._senders
         from nexus.adapters.outbound.registry import build_senders
 
-        return build_senders(self.settings, gmail=self.gmail)
+        return build_senders(self.settings, gmail=self.gmail, own=self.own_addresses)
 
     @cached_property
     def gmail(self) -> GmailApi | None:

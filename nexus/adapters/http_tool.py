@@ -11,14 +11,20 @@ is a new call, checked like any other.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 import structlog
 
+from nexus.adapters.pinned_fetch import (
+    FetchRefused,
+    as_addresses,
+    host_and_port,
+    parse_url,
+    pinned_stream,
+    system_resolve,
+)
 from nexus.engine.addresses import IPAddress, OwnAddress, address_refusal
 from nexus.engine.destinations import Destination, credential_refusal
 from nexus.engine.model import ToolSpec
@@ -38,10 +44,9 @@ log = structlog.get_logger(__name__)
 def resolve_host(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for `host` (an address resolves to itself)."""
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return system_resolve(host, port)
     except (OSError, UnicodeError) as error:
         raise ToolFailure(f"cannot resolve {host[:200]}: {error}") from None
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 def http_fetch_tool(
@@ -72,10 +77,9 @@ def http_fetch_tool(
 
     def run(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         url = _parsed(str(arguments["url"]))
-        host = url.raw_host.decode("ascii")
-        port = url.port or (443 if url.scheme == "https" else 80)
+        host, port = host_and_port(url)
         credential = arguments.get("credential")
-        headers = {"accept": "application/json, text/*;q=0.9", "host": url.netloc.decode("ascii")}
+        headers = {"accept": "application/json, text/*;q=0.9"}
         if credential:
             destination = Destination(url.scheme, host.lower(), port, url.path)
             refusal = credential_refusal(
@@ -90,17 +94,12 @@ def http_fetch_tool(
         refusal = address_refusal(host, port, addresses, context.network, own)
         if refusal is not None:
             raise refuse("address_refused", refusal, context, host=host, port=port)
-        # Connect to the checked address; the URL's name stays in Host and TLS (SNI, and
-        # the certificate is verified against it).
-        pinned = url.copy_with(host=str(addresses[0]))
         try:
             with (
                 httpx.Client(
                     timeout=timeout_s, follow_redirects=False, trust_env=False, transport=transport
                 ) as client,
-                client.stream(
-                    "GET", pinned, headers=headers, extensions={"sni_hostname": host}
-                ) as response,
+                pinned_stream(client, url, addresses[0], headers) as response,
             ):
                 body = bytearray()
                 for chunk in response.iter_bytes():
@@ -147,21 +146,13 @@ def http_fetch_tool(
 def _parsed(text: str) -> httpx.URL:
     """The URL as httpx reads it (the check and the request read it alike), or ToolFailure."""
     try:
-        url = httpx.URL(text)
-    except (httpx.InvalidURL, UnicodeError, ValueError):
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host:
-        raise ToolFailure(f"url must be an absolute http:// or https:// URL, not {text[:200]!r}")
-    if url.userinfo:
-        raise ToolFailure("url must not hold a user name or password (use `credential`)")
-    return url
+        return parse_url(text)
+    except FetchRefused as error:
+        raise ToolFailure(error.reason) from None
 
 
 def _addresses(found: Sequence[str]) -> list[IPAddress]:
-    addresses = []
-    for text in found:
-        try:
-            addresses.append(ipaddress.ip_address(text))
-        except ValueError:
-            raise ToolFailure(f"the resolver gave {text[:100]!r}, which is no address") from None
-    return addresses
+    try:
+        return as_addresses(found)
+    except FetchRefused as error:
+        raise ToolFailure(error.reason) from None

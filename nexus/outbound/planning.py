@@ -253,11 +253,13 @@ def _chunks(
                 idempotency_key=f"{turn_id}:{index}",
             )
         )
-    # Files the platform takes as messages of their own (a WhatsApp voice note) follow the
-    # text, each its own delivery: sent, retried and tracked like a chunk.
-    for extra in attachment_targets(fmt, rich) if rich is not None else []:
+    # Files the platform takes as messages of their own (a WhatsApp voice note, an iMessage
+    # photo) follow the text, each its own delivery: sent, retried and tracked like a chunk,
+    # and one that fails never holds the text back.
+    extras = attachment_targets(fmt, rich) if rich is not None else []
+    files = list(zip(rich.attachments, extras, strict=True)) if rich and extras else []
+    for attachment, extra in files:
         index = len(drafts)
-        media = extra["media"]
         drafts.append(
             DeliveryDraft(
                 turn_id=turn_id,
@@ -266,7 +268,7 @@ def _chunks(
                 event_id=reply_id,
                 platform=address.sender,
                 target={**address.target, **extra},
-                text=f"[{media['type']}] {media['link']}",
+                text=f"[{attachment.kind}] {attachment.url}",
                 idempotency_key=f"{turn_id}:{index}",
             )
         )

@@ -4,6 +4,7 @@ and components, or plain lines appended to the text where the platform has none 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from nexus.engine.rich import Button, Embed, ReplyAttachment, RichReply
 from nexus.outbound.chunking import chunk
@@ -17,7 +18,9 @@ CHOICES_HEADING = "Reply with one of:"
 DISCORD_PRIMARY, DISCORD_LINK = 1, 5  # button styles
 DISCORD_ACTION_ROW, DISCORD_BUTTON = 1, 2  # component types
 # Formats that send a reply's attachments as files of their own; elsewhere they are links.
-NATIVE_ATTACHMENTS = frozenset({"whatsapp"})
+# WhatsApp sends a link for the platform to fetch; iMessage (BlueBubbles) gets the file
+# uploaded, so its sender downloads it first.
+NATIVE_ATTACHMENTS = frozenset({"whatsapp", "imessage"})
 # WhatsApp Cloud API interactive messages: up to 3 reply buttons (titles of 20 characters,
 # a body of 1024), or a list of up to 10 rows (titles of 24, a body of 4096) behind a
 # button. Choices beyond that are numbered lines, as on platforms without buttons.
@@ -92,9 +95,29 @@ def native_parts(fmt: str, rich: RichReply, rendered_text: str) -> dict[str, Any
 def attachment_targets(fmt: str, rich: RichReply) -> list[dict[str, Any]]:
     """What each of the reply's files adds to its own delivery's target, after the text's
     chunks (empty where `fmt` shows attachments as links in the text)."""
-    if fmt != "whatsapp":
-        return []
-    return [{"media": whatsapp_media(attachment)} for attachment in rich.attachments]
+    if fmt == "whatsapp":
+        return [{"media": whatsapp_media(attachment)} for attachment in rich.attachments]
+    if fmt == "imessage":
+        return [{"file": imessage_file(attachment)} for attachment in rich.attachments]
+    return []
+
+
+# -- iMessage --------------------------------------------------------------------------------
+
+
+def imessage_file(attachment: ReplyAttachment) -> dict[str, Any]:
+    """What the BlueBubbles sender downloads and uploads: the URL, the file's name (the
+    one given, else the URL's last path segment, else the kind) and its type if known."""
+    return {
+        "url": attachment.url,
+        "name": attachment.name or _url_name(attachment.url) or attachment.kind,
+        "mime_type": attachment.mime_type,
+    }
+
+
+def _url_name(url: str) -> str | None:
+    last = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    return unquote(last) or None
 
 
 # -- WhatsApp --------------------------------------------------------------------------------

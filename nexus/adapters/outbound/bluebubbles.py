@@ -13,8 +13,10 @@ from typing import Any, Literal
 from urllib.parse import quote, quote_plus
 
 import httpx
+import structlog
 
 from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.adapters.pinned_fetch import FetchFailed, FetchRefused, PinnedDownloads
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, SendResult, Sent
 
@@ -29,6 +31,8 @@ TAPBACKS = frozenset(
 _IN_FLIGHT = "already queued"
 # The typing indicator is a courtesy: a call that takes longer than this is given up.
 TYPING_TIMEOUT_S = 5.0
+
+log = structlog.get_logger(__name__)
 
 
 def tapback(reaction: str) -> str:
@@ -139,13 +143,16 @@ def _message_guid(body: Any) -> str | None:
 
 class BlueBubblesSender:
     """Replies to iMessage chats: each chunk a text to the chat GUID it came from, a
-    tapback (a delivery whose target holds `tapback`) on the message answered; and the
-    typing indicator while a turn runs."""
+    tapback (a delivery whose target holds `tapback`) on the message answered, a file (a
+    delivery whose target holds `file`: url, name, mime_type) downloaded through
+    `downloads` and uploaded to the chat; and the typing indicator while a turn runs."""
 
     name = "bluebubbles"
 
-    def __init__(self, client: BlueBubblesClient) -> None:
+    def __init__(self, client: BlueBubblesClient, downloads: PinnedDownloads | None = None) -> None:
         self.client = client
+        # The model chose the URL: it is fetched checked and pinned, like http_fetch.
+        self.downloads = downloads
 
     def idempotent(self, delivery: DeliveryRecord) -> bool:
         # The tempGuid (the delivery id) stops a second send only while the first is still
@@ -165,7 +172,31 @@ class BlueBubblesSender:
                 return self.client.react(chat, message, name)
             except ValueError as error:  # not one of the tapbacks BlueBubbles sends
                 return Refused(str(error))
+        file = delivery.target.get("file")
+        if isinstance(file, dict):
+            return self._send_file(chat, file, delivery.id)
         return self.client.send_text(chat, delivery.text, temp_guid=delivery.id)
+
+    def _send_file(self, chat: str, file: Mapping[str, Any], delivery_id: str) -> SendResult:
+        """Download the reply's file and upload it to the chat; a refused or failed download
+        fails this delivery alone (the text went as a delivery of its own)."""
+        url, name, mime = file.get("url"), file.get("name"), file.get("mime_type")
+        if not isinstance(url, str) or not url or not isinstance(name, str) or not name:
+            return Refused("the attachment needs a url and a name")
+        if self.downloads is None:
+            return Refused("reply attachments are not downloaded by this sender")
+        try:
+            fetched = self.downloads.download(url)
+        except FetchRefused as refused:
+            log.warning("security.address_refused", reason=refused.reason, delivery=delivery_id)
+            return Refused(f"the attachment was not fetched: {refused.reason}")
+        except FetchFailed as failed:
+            reason = f"the attachment could not be fetched: {failed.reason}"
+            return Refused(reason) if failed.permanent else RetryLater(reason)
+        given = mime if isinstance(mime, str) and mime else None
+        return self.client.send_attachment(
+            chat, name, fetched.data, given or fetched.mime_type, temp_guid=delivery_id
+        )
 
     def typing(self, target: Mapping[str, Any], *, on: bool) -> SendResult:
         """Show or stop "typing…" in the chat a reply to `target` goes to."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nexus.adapters.gmail_api import GmailApi
 from nexus.adapters.outbound.bluebubbles import BlueBubblesClient, BlueBubblesSender
 from nexus.adapters.outbound.discord import DiscordSender
@@ -12,12 +14,17 @@ from nexus.adapters.outbound.telegram import TelegramSender
 from nexus.adapters.outbound.twilio import TwilioSender
 from nexus.adapters.outbound.webhook import WebhookSender
 from nexus.adapters.outbound.whatsapp import WhatsAppSender
+from nexus.adapters.pinned_fetch import PinnedDownloads
+from nexus.engine.addresses import OwnAddress
 from nexus.outbound.ports import Sender
 from nexus.settings import Settings, revealed
 
 
-def build_senders(settings: Settings, *, gmail: GmailApi | None = None) -> dict[str, Sender]:
-    """One sender per adapter; one without its credentials refuses with a clear error."""
+def build_senders(
+    settings: Settings, *, gmail: GmailApi | None = None, own: Sequence[OwnAddress] = ()
+) -> dict[str, Sender]:
+    """One sender per adapter; one without its credentials refuses with a clear error.
+    `own`: the deployment's addresses, which a reply's attachment is never fetched from."""
     senders: list[Sender] = [
         TelegramSender(revealed(settings.telegram_bot_token), settings.telegram_api_base),
         SlackSender(revealed(settings.slack_bot_token), settings.slack_api_base),
@@ -44,7 +51,13 @@ def build_senders(settings: Settings, *, gmail: GmailApi | None = None) -> dict[
                 settings.bluebubbles_url,
                 revealed(settings.bluebubbles_password),
                 method=settings.bluebubbles_send_method,
-            )
+            ),
+            # A reply's files come from URLs the model chose: public addresses only.
+            PinnedDownloads(
+                max_bytes=settings.attachment_max_bytes,
+                timeout_s=settings.attachment_fetch_timeout_seconds,
+                own=own,
+            ),
         ),
     ]
     return {sender.name: sender for sender in senders}

@@ -252,3 +252,25 @@ def test_an_ogg_audio_file_is_a_voice_note_and_other_files_plain_media() -> None
     assert attachment_targets("telegram", rich) == []
     assert with_fallback("telegram", "t", rich).endswith("r.pdf: https://x.example/r.pdf")
     assert with_fallback("whatsapp", "t", rich) == "t"
+
+
+def test_imessage_attachments_are_files_to_upload_named_by_the_reply_or_the_url() -> None:
+    rich = parse_rich(
+        {
+            "attachments": [
+                {"url": "https://x.example/menu.jpg", "kind": "image", "name": "Menu"},
+                {"url": "https://x.example/d/r%20q.pdf?sig=1#p", "kind": "document"},
+                {
+                    "url": "https://x.example/",
+                    "kind": "audio",
+                    "mime_type": "audio/mp4",
+                },
+            ]
+        }
+    )
+    assert [t["file"] for t in attachment_targets("imessage", rich)] == [
+        {"url": "https://x.example/menu.jpg", "name": "Menu", "mime_type": None},
+        {"url": "https://x.example/d/r%20q.pdf?sig=1#p", "name": "r q.pdf", "mime_type": None},
+        {"url": "https://x.example/", "name": "audio", "mime_type": "audio/mp4"},
+    ]
+    assert with_fallback("imessage", "t", rich) == "t"  # no `name: url` lines left behind
