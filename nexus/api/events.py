@@ -19,6 +19,7 @@ from nexus.hooks.service import TIMER_ADAPTER
 from nexus.ingest.service import ingest
 from nexus.ledger.records import EventRecord
 from nexus.ledger.strings import AdapterName, EventId
+from nexus.ledger.strings import Key as Column
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS
 
 router = APIRouter(
@@ -37,6 +38,7 @@ MAX_GIVEN_ID = 255 - len(ID_PREFIX) - 10
 # The ledger's column sizes, so an oversized value is a 422 here, not a database error.
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Key = Annotated[str, StringConstraints(max_length=255)]
+PlatformKind = Annotated[str, Column.of("entities", "type", "a platform name")]
 
 
 class PostedAuthor(Author):
@@ -53,7 +55,9 @@ class PostedEvent(NexusEvent):
 
     id: str = Field(min_length=3, max_length=MAX_GIVEN_ID)
     adapter: AdapterName
-    platform: AdapterName
+    # A sender's first message files them as an entity of this platform's kind
+    # (`entities.type`), so the platform is at most as long as that column.
+    platform: PlatformKind
     space: Key | None = None
     sender: PostedAuthor | None = None
     container: PostedContainer | None = None

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError, error_responses
+from nexus.api.validation import PATTERN_WORDS
 from nexus.ledger.records import SessionLabel
 from nexus.ledger.repository.usage import UsageSum as Sum
 from nexus.ledger.repository.usage import summarize
@@ -27,6 +28,7 @@ SINCE_PATTERN = (
     r"^\d{4}-\d{2}-\d{2}"
     r"([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$"
 )
+PATTERN_WORDS[SINCE_PATTERN] = "a date (YYYY-MM-DD) or an ISO 8601 time"
 Since = Annotated[
     str,
     Query(

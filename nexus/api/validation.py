@@ -11,6 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from nexus.ledger.strings import NO_CONTROL, NO_CONTROL_NOR_SLASH
+
+# What a pattern asks for, in words a person reads (a regular expression is not); a route
+# module adds its own patterns here.
+PATTERN_WORDS: dict[str, str] = {
+    NO_CONTROL: "text without control characters",
+    NO_CONTROL_NOR_SLASH: "text without control characters or '/'",
+}
+
 # Where FastAPI found the value; the body is the usual place, so it is left unsaid.
 _PLACES = {"query", "path", "header", "cookie"}
 
@@ -104,7 +113,12 @@ def plain(error: Mapping[str, Any]) -> str:
         key, word = bounds[kind]
         return f"must be {word} {ctx.get(key)}"
     if kind == "string_pattern_mismatch":
-        return f"must match the pattern {ctx.get('pattern')}"
+        pattern = str(ctx.get("pattern"))
+        return (
+            f"must be {PATTERN_WORDS[pattern]}"
+            if pattern in PATTERN_WORDS
+            else (f"must match the pattern {pattern}")
+        )
     if kind == "json_invalid":
         return f"is not valid JSON ({ctx.get('error', msg)})"
     if kind in ("value_error", "assertion_error"):

@@ -192,7 +192,7 @@ def test_the_console_drives_a_deployment(
         _click(browser, "#settings input[name=cap]", keys="0")
         _click(browser, "#save-settings")
         _until(browser, "the refusal", lambda d: "422" in _text(d, "notice"))
-        assert "greater than or equal to 1" in _text(browser, "notice")
+        assert "cap: must be at least 1" in _text(browser, "notice")
         assert api.get("/v1/sessions/console-demo").json()["queue_cap"] is None
         _click(browser, "#settings input[name=cap]", keys="5")
         _click(browser, "#save-settings")

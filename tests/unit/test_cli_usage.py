@@ -75,7 +75,7 @@ def test_usage_shows_days_models_and_totals_and_says_what_is_unpriced(server: Da
 
 def test_usage_says_what_is_wrong_with_a_filter(server: Database) -> None:
     for args, says in (
-        (["--since", "yesterday"], "not a date (YYYY-MM-DD)"),
+        (["--since", "yesterday"], "since (query): must be a date (YYYY-MM-DD)"),
         (["--persona", "nobody"], "no persona named 'nobody'"),
     ):
         result = runner.invoke(app, ["usage", *args])

@@ -71,6 +71,13 @@ def test_a_password_sent_in_a_query_string_is_redacted_url_encoded_too() -> None
     stream = io.StringIO()
     configure_logging(_settings(), stream=stream)
     access = logging.getLogger("uvicorn.access")
+    # A uvicorn run by an earlier test in this process leaves its loggers set its way
+    # (a level of its own, say): as a fresh process has them.
+    for name in ("uvicorn", "uvicorn.access"):
+        left = logging.getLogger(name)
+        left.disabled, left.propagate = False, True
+        left.handlers.clear()
+        left.setLevel(logging.NOTSET)
     access.info(
         '"%s %s HTTP/1.1" %d',
         "POST",
