@@ -138,16 +138,9 @@ def request_compaction(
     payload: dict[str, object] = {"command": COMPACT}
     if instructions is not None:
         payload["instructions"] = instructions
-    came = arrival(
-        session,
-        None,
-        None,
-        queueing or QueuePolicy(),
-        mode=QueueMode.QUEUE,
-        source=MessageSource.HUMAN,
-        payload=payload,
+    return _queue_command(
+        uow, session, doorbell, QueueMode.QUEUE, MessageSource.HUMAN, payload, arrivals, queueing
     )
-    return queue_for(uow, session, [came], signals=arrivals, doorbell=doorbell).item_ids[0]
 
 
 def merge_people(
@@ -188,13 +181,31 @@ def queue_notice(
 ) -> str:
     """Queue a notice from Nexus itself (a merge's) for `session`, answered in turn as a
     followup. Returns the queue item's id; the caller commits."""
-    came = arrival(
+    return _queue_command(
+        uow,
         session,
-        None,
-        None,
-        queueing or QueuePolicy(),
-        mode=QueueMode.FOLLOWUP,
-        source=MessageSource.EVENT,
-        payload={"text": text, **payload},
+        doorbell,
+        QueueMode.FOLLOWUP,
+        MessageSource.EVENT,
+        {"text": text, **payload},
+        arrivals,
+        queueing,
+    )
+
+
+def _queue_command(
+    uow: UnitOfWork,
+    session: SessionRecord,
+    doorbell: Doorbell,
+    mode: QueueMode,
+    source: MessageSource,
+    payload: dict[str, Any],
+    arrivals: ArrivalSignals | None,
+    queueing: QueuePolicy | None,
+) -> str:
+    """An input with no event (a command, a notice from Nexus itself), queued by the one
+    way in; its queue item's id."""
+    came = arrival(
+        session, None, None, queueing or QueuePolicy(), mode=mode, source=source, payload=payload
     )
     return queue_for(uow, session, [came], signals=arrivals, doorbell=doorbell).item_ids[0]
