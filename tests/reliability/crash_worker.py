@@ -1,11 +1,16 @@
 """The real worker app, made to die (os._exit) right after its first turn commits and
-before Celery acks the task: `celery -A tests.reliability.crash_worker worker`."""
+before Celery acks the task: `celery -A tests.reliability.crash_worker worker`.
+
+The trap is set when the Celery worker starts, not on import: the test suite imports this
+module too (for EXIT_CODE), and a trap set there would end the test process itself."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+
+from celery.signals import worker_init
 
 from workers.main import app
 
@@ -25,4 +30,8 @@ class _DieAfterCommit(logging.Handler):
             os._exit(EXIT_CODE)
 
 
-logging.getLogger("nexus.sessions.runner").addHandler(_DieAfterCommit())
+def _set_trap(**_: object) -> None:
+    logging.getLogger("nexus.sessions.runner").addHandler(_DieAfterCommit())
+
+
+worker_init.connect(_set_trap, weak=False)
