@@ -222,7 +222,9 @@ def test_a_hanging_hook_is_cut_and_the_event_still_routes(
         uow.commit()
     started = time.monotonic()
     (invocation,) = runner.run("sms:1")
-    assert time.monotonic() - started < 1.0
+    # The hook sleeps an hour: returning at all shows the cut. The bound is loose because a
+    # loaded machine may take seconds to start the hook's process; the error names the 0.2 s.
+    assert time.monotonic() - started < 30.0
     assert routed.disposition == "queued" and doorbell.sessions
     assert invocation.error == "timed out after 0.2 s"
     with database.unit_of_work() as uow:
