@@ -238,6 +238,9 @@ def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
     ) -> None:
         told: set[str] = set()
         tasks = task_inputs(result)
+        reports = session.is_subagent and result.status == TurnStatus.COMPLETED
+        if not tasks and not reports:
+            return  # most turns: nothing to post, so no lineage to read (a statement saved)
         # What the turn posts carries the hooks whose firings caused it: they never
         # evaluate it (docs/hooks.md, "Lineage").
         lineage = uow.ledger.events.hook_lineage(turn_id=turn_id)
@@ -251,7 +254,7 @@ def worker_result_hook(doorbell: Doorbell | None) -> CommitHook:
             told = settle_tasks(
                 uow, doorbell, session, tasks, why, TaskStatus.FAILED, lineage=lineage
             )
-        if not session.is_subagent or result.status != TurnStatus.COMPLETED:
+        if not reports:
             return
         if session.parent_session_label in told:
             # Its manager sent this as a tracked task and has the answer: once is enough.
