@@ -35,12 +35,14 @@ def _client(database: Database, coordination: InProcessCoordination | None = Non
 
 
 def _texts(rig: Rig) -> list[str]:
-    """The user texts the model was sent in its latest request, oldest first."""
+    """The user texts the model was sent in its latest request, oldest first (without the
+    event notes the engine adds)."""
     found = []
     for message in rig.model.requests[-1].messages:
         for block in message["content"]:
-            if message["role"] == "user" and block.get("type") == "text":
-                found.append(block["text"])
+            text = block.get("text", "") if block.get("type") == "text" else ""
+            if message["role"] == "user" and text and not text.startswith("[event]"):
+                found.append(text)
     return found
 
 
@@ -317,3 +319,19 @@ def test_rollback_while_a_turn_runs_is_refused_and_abort_asks_it_to_stop(
         "/v1/sessions/dm:ent_back/rollback", json={"turn_id": turns[0], "abort": True}, headers=AUTH
     )
     assert done.status_code == 200 and done.json()["head"] == turns[0]
+
+
+def test_an_alias_of_a_deleted_session_starts_a_new_one_under_the_label_it_leads_to(
+    database: Database,
+) -> None:
+    with database.unit_of_work() as uow:
+        persona = uow.ledger.agents.ensure("assistant")
+        primary = uow.ledger.sessions.create(NewSession(label="primary", persona_id=persona.id))
+        uow.ledger.sessions.add_alias("old-key", "primary", reason="merge")
+        uow.ledger.sessions.configure(primary.id, {"status": "deleted"})
+        uow.commit()
+    with database.unit_of_work() as uow:
+        assert uow.ledger.sessions.resolve("old-key") is None
+        fresh = uow.ledger.sessions.ensure(NewSession(label="old-key", persona_id=persona.id))
+        uow.commit()
+    assert fresh.label == "primary" and fresh.id != primary.id

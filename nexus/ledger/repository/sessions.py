@@ -240,16 +240,17 @@ class SessionRepository:
         found = self.resolve(new.label)
         if found is not None:
             return found
-        target = self.final_label(new.label)
-        if target != new.label:
-            new = new.model_copy(update={"label": target})
         try:
             return self.create(new)
         except LabelTaken:
             raced = self.resolve(new.label)
-            if raced is None:
+            if raced is not None:
+                return raced
+            target = self.final_label(new.label)
+            if target == new.label:
                 raise
-            return raced
+        # Only an alias gets here (its target deleted): no statement for any other label.
+        return self.ensure(new.model_copy(update={"label": target}))
 
     def page(
         self, *, after_label: str | None, limit: int, persona_id: str | None = None
