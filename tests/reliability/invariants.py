@@ -637,7 +637,12 @@ def _arrival_order(
             by_session[item["session_id"]].append(item)
     for session_id, items in by_session.items():
         items.sort(key=lambda i: (-i["priority"], i["enqueued_at"], i["id"]))
-        answered = [(position.get(i["consumed_by_turn_id"], -1), i) for i in items]
+        # An answer a rollback abandoned is off the chain: its order no longer counts.
+        answered = [
+            (position.get(i["consumed_by_turn_id"], -1), i)
+            for i in items
+            if (ledger.turns.get(i["consumed_by_turn_id"]) or {}).get("abandoned_at") is None
+        ]
         for (at, first), (later_at, second) in pairwise(answered):
             if later_at < at:
                 problems.append(
