@@ -194,8 +194,11 @@ class SessionTask:
     def __call__(self, uow: UnitOfWork, turn_id: str) -> None:
         def writes() -> None:
             now = uow.ledger.sessions.get(self.target.id)
-            if now is None or now.status == SessionStatus.ARCHIVED:
-                raise SessionArchived(f"session {self.target.label!r} was archived meanwhile")
+            if now is None or now.status != SessionStatus.ACTIVE:
+                raise SessionArchived(
+                    f"session {self.target.label!r} was {now.status if now else 'deleted'} "
+                    "meanwhile"
+                )
             tool_call = (
                 uow.ledger.workers.tool_call(turn_id, self.call_id) if self.call_id else None
             )

@@ -57,8 +57,9 @@ def post(
     event = uow.ledger.events.get(event_id)
     if session is None or event is None:
         raise NotFound(f"no session with id {session_id!r}")
-    if session.status == SessionStatus.ARCHIVED:
-        uow.ledger.events.mark_processed(event_id, DENIED, f"session {session.label} is archived")
+    if session.status != SessionStatus.ACTIVE:
+        why = f"session {session.label} is {session.status}"
+        uow.ledger.events.mark_processed(event_id, DENIED, why)
         return False
     uow.ledger.events.mark_processed(event_id, QUEUED, f"session {session.label}")
     came = arrival(session, None, event, queueing, mode=mode)

@@ -245,9 +245,10 @@ class AgentTools:
             target = uow.ledger.sessions.resolve(label)
         if target is None:
             raise ToolFailure(f"no session {label!r}")
-        if target.status == SessionStatus.ARCHIVED:
+        if target.status != SessionStatus.ACTIVE:
             # As the API and the router refuse it: a cancelled worker takes no new work.
-            why = "was cancelled" if target.task_status == TaskStatus.CANCELLED else "is archived"
+            cancelled = target.task_status == TaskStatus.CANCELLED
+            why = "was cancelled" if cancelled else f"is {target.status}"
             raise ToolFailure(f"session {target.label!r} {why}: it takes no new messages")
         if target.id == context.session_id:
             raise ToolFailure(f"session {target.label!r} is this session: send to another")

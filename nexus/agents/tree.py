@@ -43,11 +43,16 @@ def _summary_line(view: TurnView) -> str | None:
 
 
 def session_tree(ledger: Ledger, label: str) -> dict[str, Any]:
-    session = ledger.sessions.resolve(label)
+    # A deleted session's tree stays readable under its label until a new session takes it.
+    session = ledger.sessions.resolve(label) or ledger.sessions.get_by_label(label)
     if session is None:
         raise NotFound(f"no session labelled {label!r}")
     chain = ledger.threads.read_ancestry(session.thread_id) if session.thread_id else []
     branches = ledger.sessions.branches_from([view.turn.id for view in chain])
+    # The heads rollbacks left behind, drawn where the session went back to.
+    abandoned: dict[str, list[str]] = {}
+    for turn_id, head in ledger.sessions.rollbacks(session.id):
+        abandoned.setdefault(turn_id, []).append(head)
     turns = []
     for view in chain:
         turns.append(
@@ -64,6 +69,10 @@ def session_tree(ledger: Ledger, label: str) -> dict[str, Any]:
                     {"kind": kind, "session": branch.label, "task": branch.task_description}
                     for turn_id, kind, branch in branches
                     if turn_id == view.turn.id
+                ]
+                + [
+                    {"kind": "abandoned", "session": session.label, "task": None, "head": head}
+                    for head in abandoned.get(view.turn.id, [])
                 ],
             }
         )

@@ -10,6 +10,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from nexus.adapters.inbound.base import Rejected
 from nexus.api.validation import FieldError
+from nexus.ledger.repository import SessionDeleted
 
 log = structlog.get_logger(__name__)
 
@@ -106,5 +107,7 @@ async def unavailable_handler(request: Request, error: Exception) -> JSONRespons
 
 
 async def archived_handler(_request: Request, error: Exception) -> JSONResponse:
-    """New work for an archived session, from any route: 409, and nothing was written."""
-    return JSONResponse(error_body("session_archived", str(error)), status_code=409)
+    """New work for an archived (or deleted) session, from any route: 409, and nothing was
+    written."""
+    kind = "session_deleted" if isinstance(error, SessionDeleted) else "session_archived"
+    return JSONResponse(error_body(kind, str(error)), status_code=409)

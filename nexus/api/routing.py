@@ -14,8 +14,9 @@ from nexus.api.errors import ApiError, error_responses
 from nexus.api.model_settings import check_model
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS, CallerSource
-from nexus.arrival.messages import send_to
+from nexus.arrival.messages import API_ADAPTER, send_to
 from nexus.bootstrap import Nexus
+from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import SessionLabel, SessionRecord, StorableText
 from nexus.ledger.repository import Ledger, NotForkable, NotFound
@@ -120,9 +121,11 @@ def _reason(target: RouteTarget | None, routed: Routed, session: SessionRecord) 
 
 def _route(graph: Nexus, body: RouteRequest) -> RouteQueued:
     target = body.target()
+    # The message's event id, known before a persona's main session is made from it.
+    event_id = f"{API_ADAPTER}:{new_id()}"
     with graph.database.unit_of_work() as uow:
         try:
-            routed = route(uow.ledger, target, text=body.content)
+            routed = route(uow.ledger, target, text=body.content, source_event_id=event_id)
         except NotFound as error:
             raise ApiError(404, "not_found", str(error)) from error
         except NotForkable as error:
@@ -144,6 +147,7 @@ def _route(graph: Nexus, body: RouteRequest) -> RouteQueued:
             queueing=graph.queue_policy,
             policies=graph.policies,
             model_overrides=without_nulls(body.model_overrides),
+            event_id=event_id,
         )
         check_model(uow, graph.settings.default_model, queued.session, body.model_overrides)
         uow.commit()

@@ -18,15 +18,22 @@ from nexus.api.schemas.sessions import (
     SessionSettings,
     SettingView,
 )
-from nexus.api.sessions import resolve, running_view, session_view
+from nexus.api.sessions import resolve_any, running_view, session_view
 from nexus.arrival.messages import OWN_ADAPTERS
-from nexus.arrival.settings import policy_for_session, policy_overrides, session_overrides
+from nexus.arrival.settings import (
+    archived_reason,
+    policy_for_session,
+    policy_overrides,
+    session_overrides,
+)
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
 from nexus.ledger.records import SessionLabel, SessionRecord
+from nexus.ledger.repository import SessionDeleted
 from nexus.queueing.pending import pending
 from nexus.queueing.settings import QueueOverrides, effective_queue
+from nexus.sessions.deletion import delete_session
 
 # Registered after nexus.api.sessions: its `/{label:path}/…` routes must match first.
 router = APIRouter(
@@ -70,6 +77,11 @@ def changes(body: SessionSettings, session: SessionRecord) -> dict[str, Any]:
     if "model_overrides" in body.model_fields_set:
         own = patched(session.model_overrides, body.model_overrides)
         values["model_overrides"] = own or None
+    for name in ("title", "tags"):
+        if name in body.model_fields_set:
+            values[name] = getattr(body, name)
+    if "tags" in values and values["tags"] is not None:
+        values["tags"] = list(dict.fromkeys(values["tags"])) or None  # each once, in order
     if "archived" in body.model_fields_set:
         if body.archived is None:
             raise ApiError(422, "invalid_request", "archived is true or false, not null")
@@ -98,18 +110,21 @@ def get_session(label: SessionLabel, graph: NexusDep) -> SessionDetail:
     """One session with its effective queue settings; a label that is an alias (after an
     entity merge, say) gives its target."""
     with graph.database.reading() as uow:
-        return session_detail(uow, graph, resolve(uow, label))
+        return session_detail(uow, graph, resolve_any(uow, label))
 
 
 @router.patch("/{label:path}")
 def configure(label: SessionLabel, body: SessionSettings, graph: NexusDep) -> SessionDetail:
-    """Change a session's own queue settings (`null` clears one) or archive it (`archived`:
-    an archived session stays readable and forkable, and refuses new messages with 409).
-    Answers the session as GET does."""
+    """Change a session's own queue settings (`null` clears one), its `title` and `tags`,
+    or archive it (`archived`: an archived session stays readable and forkable, and refuses
+    new messages with 409). A deleted session changes no more (409). Answers the session as
+    GET does."""
     if not body.model_fields_set:
         raise ApiError(400, "nothing_to_change", "send at least one setting")
     with graph.database.unit_of_work() as uow:
-        session = resolve(uow, label)
+        session = resolve_any(uow, label)
+        if session.status == SessionStatus.DELETED:
+            raise SessionDeleted(archived_reason(session))
         values = changes(body, session)
         if "model_overrides" in values:
             check_model(uow, graph.settings.default_model, session.model_copy(update=values))
@@ -117,3 +132,19 @@ def configure(label: SessionLabel, body: SessionSettings, graph: NexusDep) -> Se
         detail = session_detail(uow, graph, session)
         uow.commit()
     return detail
+
+
+@router.delete("/{label:path}")
+def delete(label: SessionLabel, graph: NexusDep) -> SessionDetail:
+    """Delete the session: its status becomes `deleted`. Its history stays in the ledger
+    and readable here (until a new session takes the label, which deleting frees); its
+    waiting messages are dropped (disposition `cancelled`), a running turn is asked to stop,
+    and new messages to it are refused with 409. Deleting it again changes nothing.
+    Answers the session as GET does."""
+    with graph.database.reading() as uow:
+        session = resolve_any(uow, label)
+    delete_session(graph.database, graph.coordination, session.id)
+    with graph.database.reading() as uow:
+        found = uow.ledger.sessions.get(session.id)
+        assert found is not None  # deleting keeps the row
+        return session_detail(uow, graph, found)

@@ -27,6 +27,8 @@ from nexus.api.schemas.sessions import (
     Queued,
     QueueItemView,
     QueueView,
+    RollbackRequest,
+    RolledBackView,
     RunningView,
     SendMessage,
     SessionThread,
@@ -34,6 +36,7 @@ from nexus.api.schemas.sessions import (
     SessionView,
 )
 from nexus.arrival.messages import request_compaction, send_to_session
+from nexus.arrival.service import refuse_archived
 from nexus.bootstrap import Nexus
 from nexus.db import UnitOfWork
 from nexus.engine.stream import QUEUE_ITEM_DROPPED
@@ -46,6 +49,7 @@ from nexus.queueing.coordination import Coordination, CoordinationUnavailable
 from nexus.queueing.pending import places
 from nexus.queueing.running import RunningTurn
 from nexus.queueing.stream_log import BadStreamId, parse_stream_id
+from nexus.sessions.rollback import NotInChain, TurnRunning, rollback
 
 log = structlog.get_logger(__name__)
 router = APIRouter(
@@ -81,9 +85,18 @@ def resolve(uow: UnitOfWork, label: str) -> SessionRecord:
     return session
 
 
+def resolve_any(uow: UnitOfWork, label: str) -> SessionRecord:
+    """As `resolve`, and else the newest deleted session that had the label: for reading
+    it, and for answering what became of it."""
+    session = uow.ledger.sessions.resolve(label) or uow.ledger.sessions.get_by_label(label)
+    if session is None:
+        raise ApiError(404, "not_found", f"no session labelled {label!r}")
+    return session
+
+
 def _session(database: DatabaseDep, label: str) -> SessionRecord:
     with database.unit_of_work() as uow:
-        return resolve(uow, label)
+        return resolve_any(uow, label)
 
 
 @router.get("")
@@ -145,6 +158,9 @@ def _new_label(label: str) -> None:
 def _send(graph: Nexus, label: str, body: SendMessage) -> Queued:
     with graph.database.unit_of_work() as uow:
         if uow.ledger.sessions.resolve(label) is None:
+            gone = uow.ledger.sessions.get_by_label(label)
+            if gone is not None:  # not silently a new session: say so, and how to get one
+                refuse_archived(gone)
             _new_label(label)  # a missing session is created: under a label a caller may choose
         queued = send_to_session(
             uow,
@@ -183,11 +199,42 @@ def thread_at_head(
     """The thread at the session's head: its turns oldest first, with their messages
     (`limit`: only the newest that many)."""
     with database.unit_of_work() as uow:
-        session = resolve(uow, label)
+        session = resolve_any(uow, label)
         chain = uow.ledger.threads.read_ancestry(session.thread_id) if session.thread_id else []
     if limit is not None and limit >= 0:
         chain = chain[-limit:] if limit else []
     return SessionThread(session=session.label, turns=chain)
+
+
+@router.post("/{label:path}/rollback", responses=error_responses(404, 409, 422))
+def rollback_session(label: SessionLabel, body: RollbackRequest, graph: NexusDep) -> RolledBackView:
+    """Move the session's head back to `turn_id`, a turn of its own chain behind the head;
+    the next message continues from there. Nothing is deleted: the abandoned turns stay
+    readable (the tree shows them as an `abandoned` branch) and the move is kept in the
+    session's pointer history. 409 while a turn runs (with `abort: true`, the turn is asked
+    to stop first: retry once it has), for a deleted session, or a turn off its chain."""
+    session = _session(graph.database, label)
+    try:
+        done = rollback(
+            graph.database,
+            graph.coordination,
+            graph.doorbell,
+            session.id,
+            body.turn_id,
+            abort=body.abort,
+        )
+    except NotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
+    except TurnRunning as error:
+        raise ApiError(409, "turn_running", str(error)) from error
+    except NotInChain as error:
+        raise ApiError(409, "not_in_chain", str(error)) from error
+    return RolledBackView(
+        session=done.session.label,
+        head=done.session.thread_id,
+        previous_head=done.previous_head,
+        moved=done.moved,
+    )
 
 
 @router.post("/{label:path}/abort", status_code=202)
@@ -308,7 +355,7 @@ def tree(label: SessionLabel, database: DatabaseDep, coordination: CoordinationD
     with database.unit_of_work() as uow:
         try:
             found = SessionTree.model_validate(session_tree(uow.ledger, label))
-            session = resolve(uow, label)
+            session = resolve_any(uow, label)
         except NotFound as error:
             raise ApiError(404, "not_found", str(error)) from error
     now = coordination.running(session.id)

@@ -59,10 +59,17 @@ def send_to_session(
     (`model_overrides`, checked by the caller). The caller commits; the doorbell rings
     after. Raises SessionArchived (nothing stored) for an archived session."""
     session = uow.ledger.sessions.resolve(label)
+    event_id = f"{API_ADAPTER}:{new_id()}"
     if session is None:
         agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
         session = uow.ledger.sessions.ensure(
-            NewSession(label=label, persona_id=agent.id, origin=SessionOrigin.USER)
+            NewSession(
+                label=label,
+                persona_id=agent.id,
+                origin=SessionOrigin.USER,
+                routing_key=label,
+                source_event_id=event_id,
+            )
         )
     return send_to(
         uow,
@@ -75,6 +82,7 @@ def send_to_session(
         queueing=queueing,
         policies=policies,
         model_overrides=model_overrides,
+        event_id=event_id,
     )
 
 
@@ -90,11 +98,13 @@ def send_to(
     queueing: QueuePolicy | None = None,
     policies: Sequence[Policy] = (),
     model_overrides: dict[str, Any] | None = None,
+    event_id: str | None = None,
 ) -> QueuedMessage:
     """`send_to_session` for a session already found: exactly that one, whatever aliases
-    say of its label (a thread's session after a merge)."""
+    say of its label (a thread's session after a merge). `event_id`: the id the message's
+    event is to have (a new one when None)."""
     refuse_archived(session)
-    event_id = f"{API_ADAPTER}:{new_id()}"
+    event_id = event_id or f"{API_ADAPTER}:{new_id()}"
     uow.ledger.events.insert(
         EventDraft(
             id=event_id,

@@ -24,7 +24,7 @@ from nexus.engine.query import QueryMessage
 from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED, StreamEvent
 from nexus.ledger.enums import MessageSource, QueueMode, SessionStatus
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord, SessionRecord
-from nexus.ledger.repository import SessionArchived
+from nexus.ledger.repository import SessionArchived, SessionDeleted
 from nexus.queueing.modes import arrival_action
 from nexus.queueing.overflow import SUMMARY_PENDING, Overflow, drop_over_cap
 from nexus.queueing.settings import item_payload
@@ -55,7 +55,9 @@ class Queued:
 def refuse_archived(session: SessionRecord) -> None:
     """An archived session (a cancelled worker included) takes no input: SessionArchived,
     whose message is the disposition a refused event records."""
-    if session.status == SessionStatus.ARCHIVED:
+    if session.status == SessionStatus.DELETED:
+        raise SessionDeleted(archived_reason(session))
+    if session.status != SessionStatus.ACTIVE:
         raise SessionArchived(archived_reason(session))
 
 

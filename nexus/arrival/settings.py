@@ -10,7 +10,7 @@ from typing import Any
 
 from nexus.access.policy import Decision, PeerKind, Policy, Principal, Venue, decide
 from nexus.db import UnitOfWork
-from nexus.ledger.enums import MessageSource, QueueMode, TaskStatus
+from nexus.ledger.enums import MessageSource, QueueMode, SessionStatus, TaskStatus
 from nexus.ledger.records import EntityRecord, EventRecord, SessionRecord
 from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
 from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS
@@ -34,6 +34,11 @@ def archived_reason(session: SessionRecord) -> str:
     """Why a message for an archived session is refused (its one disposition)."""
     if session.task_status == TaskStatus.CANCELLED:  # cancelling a worker archives it
         return f"worker {session.label!r} was cancelled: it takes no new work"
+    if session.status == SessionStatus.DELETED:
+        return (
+            f"session {session.label!r} was deleted: it takes no new work (its label is "
+            "free: create a new session to use it again)"
+        )
     return f"session {session.label!r} is archived (unarchive it to take messages again)"
 
 

@@ -186,6 +186,7 @@ app.add_typer(people.alias_app, name="alias")
 app.command("configure")(settings_cmds.configure)
 app.command("archive")(settings_cmds.archive)
 app.command("unarchive")(settings_cmds.unarchive)
+app.command("delete")(settings_cmds.delete)
 # A manager's workers (nexus/cli/workers.py): `workers SESSION [--cancel WORKER]`.
 app.command("workers")(worker_cmds.workers)
 # Tokens and cost (nexus/cli/usage.py): `usage [--session S] [--persona P] [--since DATE]`.
@@ -232,6 +233,23 @@ def fork_command(
     from nexus.cli.conversation import fork
 
     fork(_settings(), turn_id, label=label, as_json=as_json)
+
+
+@app.command("rollback")
+def rollback_command(
+    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
+    turn_id: str = typer.Argument(..., help="A turn of the session's chain to go back to."),
+    abort: bool = typer.Option(
+        False, "--abort", help="Stop a running turn first, then roll back once it stopped."
+    ),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds --abort waits for it."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Move SESSION's head back to TURN_ID: the next message continues from there; the
+    turns after it stay in the ledger (`nexus tree` shows them as abandoned)."""
+    from nexus.cli.conversation import rollback
+
+    rollback(_settings(), session, turn_id, abort=abort, timeout_s=timeout, as_json=as_json)
 
 
 @app.command("compact")

@@ -4,13 +4,14 @@ the running Nexus (NEXUS_API_URL) like every operator command: no database crede
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from nexus.cli.model_options import describe
-from nexus.cli.remote import _call, _client, _segment
+from nexus.cli.remote import _answered, _call, _client, _segment, _send
 from nexus.pricing import usd
 from nexus.settings import Settings
 
@@ -103,9 +104,54 @@ def tree(settings: Settings, session_label: str, *, as_json: bool) -> None:
         if turn.get("thinking"):
             console.print(f"│   thinking: {turn['thinking']}", markup=False, highlight=False)
         for branch in turn["branches"]:
+            if branch["kind"] == "abandoned":
+                console.print(f"│   └─ abandoned: head was {branch['head']} (rolled back here)")
+                continue
             task = f"  ({branch['task']})" if branch["task"] else ""
             console.print(f"│   └─ {branch['kind']} [bold]{branch['session']}[/bold]{task}")
     running = found.get("running")
     if running is not None:
         shown = f"running  {running['step']} on {running['worker']} (turn {running['turn_id']})"
         console.print(f"└┄ {shown}", markup=False, highlight=False)
+
+
+def rollback(
+    settings: Settings,
+    session_label: str,
+    turn_id: str,
+    *,
+    abort: bool,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Roll the session back to `turn_id`. With `abort`, a running turn is asked to stop
+    and the rollback asked again until it went through or `timeout_s` passed."""
+    path = f"/v1/sessions/{_segment(session_label)}/rollback"
+    body = {"turn_id": turn_id, "abort": abort}
+    deadline = time.monotonic() + timeout_s
+    with _client(settings) as client:
+        while True:
+            response = _send(client, "POST", path, json=body)
+            running = response.status_code == 409 and _kind(response) == "turn_running"
+            if not (abort and running and time.monotonic() < deadline):
+                break
+            time.sleep(_RETRY_S)  # the running turn stops at its next chunk or boundary
+        done = _answered(response)
+    if as_json:
+        console.print_json(json.dumps(done))
+    elif done["moved"]:
+        console.print(f"{done['session']}: head {done['previous_head']} → {done['head']}")
+    else:
+        console.print(f"{done['session']}: {done['head']} is the head already")
+
+
+_RETRY_S = 0.5
+
+
+def _kind(response: Any) -> str | None:
+    try:
+        found = response.json()
+    except ValueError:
+        return None
+    error = found.get("error") if isinstance(found, dict) else None
+    return error.get("type") if isinstance(error, dict) else None

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from nexus.settings import Settings
@@ -59,7 +60,11 @@ def _error_message(response: httpx.Response) -> str:
 
 
 def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
-    response = _send(client, method, path, **kwargs)
+    return _answered(_send(client, method, path, **kwargs))
+
+
+def _answered(response: httpx.Response) -> Any:
+    """The answer's JSON; exit 1, saying why, for an error."""
     if response.status_code >= 400:
         errors.print(f"[red]{response.status_code}[/red]: {_error_message(response)}")
         raise typer.Exit(1)
@@ -194,10 +199,11 @@ def sessions(settings: Settings, *, persona: str | None, as_json: bool) -> None:
     if as_json:
         console.print_json(json.dumps(found))
         return
-    table = Table("label", "persona", "head", "origin", "queue mode")
+    table = Table("label", "title", "tags", "persona", "head", "origin", "status", "queue mode")
     for item in found["items"]:
         table.add_row(
-            item["label"], item["persona"], item["thread_id"] or "—", item["origin"],
+            item["label"], escape(item.get("title") or ""), ", ".join(item.get("tags") or []),
+            item["persona"], item["thread_id"] or "—", item["origin"], item["status"],
             item["queue_mode"] or "default",
         )  # fmt: skip
     console.print(table)

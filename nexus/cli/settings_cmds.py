@@ -1,5 +1,6 @@
-"""`nexus configure SESSION …`, `nexus archive SESSION`, `nexus unarchive SESSION`: a
-session's own queue and model settings and archive state, asked of the running Nexus."""
+"""`nexus configure SESSION …`, `nexus archive SESSION`, `nexus unarchive SESSION`,
+`nexus delete SESSION`: a session's own queue and model settings, title and tags, archive
+state and deletion, asked of the running Nexus."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ def _show(found: dict[str, Any], as_json: bool) -> None:
         console.print_json(json.dumps(found))
         return
     console.print(f"[bold]{found['label']}[/bold]  ({found['status']})")
+    if found.get("title"):
+        console.print(f"  title: {found['title']}", markup=False, highlight=False)
+    if found.get("tags"):
+        console.print(f"  tags: {', '.join(found['tags'])}", markup=False, highlight=False)
     for name, setting in found["queue"].items():
         if isinstance(setting, dict):
             value = setting["value"] if setting["value"] is not None else "by message source"
@@ -77,11 +82,19 @@ def configure(
     temperature: str | None = typer.Option(
         None, "--temperature", help=f"{model_options.TEMPERATURE_HELP}, or {CLEAR!r}."
     ),
+    title: str | None = typer.Option(None, "--title", help=f"A title, or {CLEAR!r}."),
+    tags: list[str] | None = typer.Option(
+        None, "--tag", help=f"A tag (repeat for more; they replace the old), or {CLEAR!r}."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Set a session's own queue and model settings (`default` clears one); with none
-    given, show the effective settings and where each comes from."""
+    """Set a session's own queue and model settings, title and tags (`default` clears
+    one); with none given, show the effective settings and where each comes from."""
     body: dict[str, Any] = {}
+    if title is not None:
+        body["title"] = None if title == CLEAR else title
+    if tags:
+        body["tags"] = None if tags == [CLEAR] else tags
     for name, given in (("queue_mode", mode), ("drop", drop)):
         if given is not None:
             body[name] = None if given == CLEAR else given
@@ -114,3 +127,13 @@ def unarchive(label: str = typer.Argument(..., help="Session label.")) -> None:
     """Take a session out of the archive: it takes messages again."""
     found = _patch(label, {"archived": False})
     console.print(f"unarchived {found['label']}")
+
+
+def delete(label: str = typer.Argument(..., help="Session label.")) -> None:
+    """Delete a session: its history stays in the ledger, it takes no more work (waiting
+    messages are dropped, a running turn is stopped) and its label is free again."""
+    from nexus.cli.remote import _call, _client
+
+    with _client(get_settings()) as client:
+        found = _call(client, "DELETE", f"/v1/sessions/{quote(label, safe='')}")
+    console.print(f"deleted {found['label']}")

@@ -22,7 +22,13 @@ from nexus.hooks.pool import HookPool
 from nexus.hooks.settle import settle
 from nexus.hooks.spec import HookContext, HookResult, Routing
 from nexus.ids import Clock, now_ms
-from nexus.ledger.enums import BreakerState, HookMode, HookObligation, MessageSource
+from nexus.ledger.enums import (
+    BreakerState,
+    HookMode,
+    HookObligation,
+    MessageSource,
+    SessionOrigin,
+)
 from nexus.ledger.hook_lineage import CARRIERS, HOOK_ADAPTER, LINEAGE, lineage_of, merged
 from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewSession, SessionRecord
 from nexus.ledger.repository import SessionArchived
@@ -309,7 +315,7 @@ class HookRunner:
         )
         if not stored:
             return
-        session = _target_session(uow, routing)
+        session = _target_session(uow, routing, fired_id)
         fired = uow.ledger.events.get(fired_id)
         assert fired is not None  # stored just above, in this transaction
         # The hook's routing chose the mode, as a request would; the rest (cap, drop, the
@@ -326,16 +332,27 @@ class HookRunner:
         log.info("hook_fired", hook=hook.meta.name, event_id=event.id, queue_item=item_id)
 
 
-def _target_session(uow: UnitOfWork, routing: Routing) -> SessionRecord:
+def _target_session(uow: UnitOfWork, routing: Routing, fired_id: str) -> SessionRecord:
+    """Where a hook's firing goes; a session it creates is Nexus's own (origin `system`),
+    keyed by the hook's target and made from the fired event."""
     if routing.kind == "session":
         found = uow.ledger.sessions.resolve(routing.target)
         if found is not None:
             return found
         persona = uow.ledger.agents.ensure(DEFAULT_PERSONA)
-        return uow.ledger.sessions.ensure(NewSession(label=routing.target, persona_id=persona.id))
+        return uow.ledger.sessions.ensure(
+            NewSession(
+                label=routing.target,
+                persona_id=persona.id,
+                origin=SessionOrigin.SYSTEM,
+                routing_key=routing.target,
+                source_event_id=fired_id,
+            )
+        )
     if routing.kind == "persona":
         uow.ledger.agents.ensure(routing.target)
-    return route(uow.ledger, RouteTarget(routing.kind, routing.target)).session
+    target = RouteTarget(routing.kind, routing.target)
+    return route(uow.ledger, target, source_event_id=fired_id).session
 
 
 def _breaker(row: HookRecord) -> Breaker:

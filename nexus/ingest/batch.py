@@ -106,7 +106,7 @@ def route_waiting(
                 )
             )
         by_key[decision.session_key] = session
-        if session.status == SessionStatus.ARCHIVED:
+        if session.status != SessionStatus.ACTIVE:
             reason = archived_reason(session)
             results[event.id] = ProcessedEvent(event.id, "denied", reason=reason)
             outcomes.append((event.id, DENIED, reason))

@@ -69,6 +69,11 @@ class SessionRecord(Record):
     drop_policy: DropPolicy | None = None
     debounce_ms: int | None = None
     model_overrides: dict[str, Any] | None = None  # the session's own model configuration
+    source_event_id: str | None = None  # the event that created it, when one did
+    title: str | None = None
+    tags: list[str] | None = None
+    started_at: int | None = None  # the first turn's start
+    finished_at: int | None = None  # its worker task ended, or it was archived or deleted
     created_at: int
     updated_at: int
 
@@ -269,6 +274,7 @@ class TurnRecord(Record):
     error_message: str | None
     source_event_id: str | None
     model_settings: dict[str, Any] | None = None  # what the turn ran with, and from where
+    abandoned_at: int | None = None  # a rollback of its session went back past it
     # Priced when it committed: micro-dollars (None: its model had no price) and the table.
     cost_micros: int | None = None
     price_version: str | None = None

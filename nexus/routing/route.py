@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nexus.access.keys import system_key
+from nexus.ledger.enums import SessionOrigin
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository import Ledger, NotFound
 from nexus.routing.smart import PER_TERM, best, query_terms
@@ -41,10 +42,17 @@ def persona_session_label(persona_name: str) -> str:
     return system_key(f"persona:{persona_name}")
 
 
-def route(ledger: Ledger, target: RouteTarget | None, *, text: str | None = None) -> Routed:
+def route(
+    ledger: Ledger,
+    target: RouteTarget | None,
+    *,
+    text: str | None = None,
+    source_event_id: str | None = None,
+) -> Routed:
     """The session a turn for `target` goes to; `smart` (or no target: content alone)
     prefers the session whose messages match the content best. With no target and no
-    match, NotFound: there is nowhere to go."""
+    match, NotFound: there is nowhere to go. A persona's main session, created here, is
+    Nexus's own (origin `system`), from `source_event_id` when an event asked for it."""
     if (target is None or target.smart) and text:
         found = _smart(ledger, text)
         if found is not None:
@@ -58,7 +66,7 @@ def route(ledger: Ledger, target: RouteTarget | None, *, text: str | None = None
         return _thread(ledger, target.value)
     if target.kind == "session":
         return _session(ledger, target.value)
-    return _persona(ledger, target.value)
+    return _persona(ledger, target.value, source_event_id)
 
 
 def _smart(ledger: Ledger, text: str) -> Routed | None:
@@ -84,7 +92,7 @@ def _session(ledger: Ledger, label: str) -> Routed:
     return Routed(found, "label" if found.label == label else "alias")
 
 
-def _persona(ledger: Ledger, persona_name: str) -> Routed:
+def _persona(ledger: Ledger, persona_name: str, source_event_id: str | None) -> Routed:
     persona = ledger.agents.get_by_name(persona_name)
     if persona is None:
         raise NotFound(f"no persona named {persona_name!r}")
@@ -92,5 +100,13 @@ def _persona(ledger: Ledger, persona_name: str) -> Routed:
     found = ledger.sessions.resolve(label)
     if found is not None:
         return Routed(found, "persona")
-    created = ledger.sessions.ensure(NewSession(label=label, persona_id=persona.id))
+    created = ledger.sessions.ensure(
+        NewSession(
+            label=label,
+            persona_id=persona.id,
+            origin=SessionOrigin.SYSTEM,
+            routing_key=label,
+            source_event_id=source_event_id,
+        )
+    )
     return Routed(created, "created")

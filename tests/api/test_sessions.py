@@ -135,7 +135,9 @@ def test_the_tree_endpoint_shows_turns_and_forks(database: Database, clock: Fake
     client = TestClient(app)
     tree = client.get("/v1/sessions/dm:ent_tree/tree", headers=AUTH).json()
     assert [t["query"] for t in tree["turns"]] == ["one", "two"]
-    assert tree["turns"][0]["branches"] == [{"kind": "fork", "session": "what-if", "task": None}]
+    assert tree["turns"][0]["branches"] == [
+        {"kind": "fork", "session": "what-if", "task": None, "head": None}
+    ]
     assert client.get("/v1/sessions/dm:nobody/tree", headers=AUTH).status_code == 404
 
 

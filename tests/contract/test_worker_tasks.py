@@ -157,3 +157,18 @@ def test_sessions_that_are_no_workers_never_get_a_task_status(
     ask(office, office.manager.id, "hi", "api:hi")
     assert office.runner.run(office.manager.id).turns == 1
     assert _status(database, office.manager.id) is None
+
+
+def test_a_workers_session_finishes_when_its_task_completes(
+    database: Database, clock: FakeClock
+) -> None:
+    office = build_office(database, clock)
+    worker = _dispatch(office, "count the lamps")
+    assert (worker.origin, worker.finished_at) == (SessionOrigin.SUBAGENT, None)
+    clock.advance(7_000)
+    office.model.push(Say("4"))
+    assert office.runner.run(worker.id).turns == 1
+    with database.unit_of_work() as uow:
+        done = uow.ledger.sessions.get(worker.id)
+    assert done is not None and done.task_status == "completed"
+    assert done.started_at is not None and done.finished_at == clock()

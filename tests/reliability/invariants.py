@@ -180,7 +180,7 @@ def check_invariants(
             for row in _rows(
                 connection,
                 "SELECT id, session_id, parent_turn_id, status, epoch, started_at, "
-                "completed_at FROM turns",
+                "completed_at, abandoned_at FROM turns",
             )
         },
         sessions={
@@ -400,7 +400,8 @@ def _one_chain(
             moves[row["thread_id"]].append(row)
     on_chain: dict[str, set[str]] = defaultdict(set)
     for turn in ledger.turns.values():
-        if turn["status"] in CHAIN:
+        # A rollback takes the turns after where it went back to off the chain (kept).
+        if turn["status"] in CHAIN and turn["abandoned_at"] is None:
             on_chain[turn["session_id"]].add(turn["id"])
     for session_id in ledger.sessions:
         chain = chains[session_id]
@@ -441,7 +442,9 @@ def _thread_and_history(
     turn_id, problems = turn["id"], []
     thread = threads.get(turn_id)
     own_moves = [
-        m for m in moves if m["session_id"] == turn["session_id"] and m["reason"] != "fork"
+        m
+        for m in moves
+        if m["session_id"] == turn["session_id"] and m["reason"] not in ("fork", "rollback")
     ]
     if turn["status"] not in CHAIN:
         if thread is not None or own_moves:
@@ -634,7 +637,12 @@ def _arrival_order(
             by_session[item["session_id"]].append(item)
     for session_id, items in by_session.items():
         items.sort(key=lambda i: (-i["priority"], i["enqueued_at"], i["id"]))
-        answered = [(position.get(i["consumed_by_turn_id"], -1), i) for i in items]
+        # An answer a rollback abandoned is off the chain: its order no longer counts.
+        answered = [
+            (position.get(i["consumed_by_turn_id"], -1), i)
+            for i in items
+            if (ledger.turns.get(i["consumed_by_turn_id"]) or {}).get("abandoned_at") is None
+        ]
         for (at, first), (later_at, second) in pairwise(answered):
             if later_at < at:
                 problems.append(

@@ -181,6 +181,25 @@ def test_a_sound_ledger_has_no_violations(scene: Scene) -> None:
     assert scene.check(platform_messages=[PlatformMessage("telegram", "a")]) == []
 
 
+def test_a_rollback_and_the_turn_after_it_keep_the_ledger_sound(scene: Scene) -> None:
+    """A rollback takes the turns after its target off the chain (kept, `abandoned_at`)
+    and records the move; a new turn then extends the target: no violation."""
+    _sound(scene)
+    sessions = scene.uow.ledger.sessions
+    chain = [t.turn.id for t in scene.uow.ledger.threads.read_ancestry(_head(scene))]
+    epoch = sessions.lock(scene.session.id)
+    assert sessions.move_head(
+        scene.session.id,
+        chain[0],
+        epoch=epoch,
+        expected=chain[-1],
+        reason="rollback",
+        abandoned=chain[1:],
+    )
+    scene.turn(scene.queue("four"))
+    assert scene.check() == []
+
+
 def test_a_forked_chain_is_reported(scene: Scene) -> None:
     _sound(scene)
     chain = [t for t in scene.uow.ledger.threads.read_ancestry(_head(scene))]

@@ -22,6 +22,11 @@ from nexus.queueing.settings import Source
 
 T = TypeVar("T")
 MAX_MESSAGE_CHARS = 100_000
+MAX_TITLE_CHARS = 200
+MAX_TAGS = 32
+SessionTag = Annotated[
+    StorableText, Field(min_length=1, max_length=64, pattern=r"^[^\s,]+$")
+]  # one word: no spaces, no commas (the CLI takes them comma-separated)
 # What an API caller may say a message comes from. agent, cron, trigger and event are
 # Nexus's own origins: their answers go where the session last heard from a person.
 CALLER_SOURCES = (MessageSource.HUMAN, MessageSource.WEBHOOK)
@@ -109,6 +114,9 @@ class SessionSettings(BaseModel):
     # `model_config` in JSON (pydantic keeps the name for itself): the fields given replace
     # the session's own, a null field clears one, `model_config: null` clears them all.
     model_overrides: ModelConfigBody | None = Field(default=None, alias="model_config")
+    # What a person calls the session and files it under (`null`: none).
+    title: Annotated[StorableText, Field(min_length=1, max_length=MAX_TITLE_CHARS)] | None = None
+    tags: Annotated[list[SessionTag], Field(max_length=MAX_TAGS)] | None = None
 
 
 class SendMessage(BaseModel):
@@ -195,9 +203,27 @@ class QueueView(BaseModel):
 
 
 class Branch(BaseModel):
-    kind: str  # worker | fork
+    kind: str  # worker | fork | abandoned (a head a rollback left: `head`)
     session: str
     task: str | None
+    head: str | None = None  # abandoned: the head the session had before rolling back here
+
+
+class RollbackRequest(BaseModel):
+    """POST /v1/sessions/{label}/rollback: the turn to go back to; `abort` stops a turn
+    that runs (the rollback is then refused, to be retried once it stopped)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn_id: str = Field(min_length=1, max_length=26)
+    abort: bool = False
+
+
+class RolledBackView(BaseModel):
+    session: str
+    head: str | None
+    previous_head: str | None
+    moved: bool  # false: the turn was the head already
 
 
 class TreeTurn(BaseModel):

@@ -8,12 +8,19 @@ from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
 from nexus.ledger.models.queue import QueueItem
-from nexus.ledger.models.sessions import Session, SessionAlias, SessionHistory, SessionTask
+from nexus.ledger.models.sessions import (
+    LIVE_SESSION,
+    Session,
+    SessionAlias,
+    SessionHistory,
+    SessionTask,
+)
 from nexus.ledger.models.turns import Compaction, Message, Thread, ToolCall, Turn
 
 metadata = Base.metadata
 
 __all__ = [
+    "LIVE_SESSION",
     "Agent",
     "AgentCapability",
     "Base",

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from nexus.ledger.enums import QueueMode, SessionOrigin, SessionStatus, TaskKind, TaskStatus
 from nexus.ledger.models.base import Base, Millis, one_of
+
+# The sessions a label can name: a deleted one keeps its rows but frees its label.
+LIVE_SESSION = "status <> 'deleted'"
 
 
 class Session(Base):
@@ -22,10 +25,20 @@ class Session(Base):
         one_of("queue_mode", QueueMode),
         Index("ix_sessions_persona_id", "persona_id"),
         Index("ix_sessions_parent_session_label", "parent_session_label"),
+        Index("ix_sessions_routing_key", "routing_key"),
+        # A label names one session at a time: a deleted session frees it (migration 0014).
+        Index("ix_sessions_label", "label"),
+        Index(
+            "ux_sessions_live_label",
+            "label",
+            unique=True,
+            postgresql_where=text(LIVE_SESSION),
+            sqlite_where=text(LIVE_SESSION),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
-    label: Mapped[str] = mapped_column(String(512), unique=True)
+    label: Mapped[str] = mapped_column(String(512))
     persona_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
     routing_key: Mapped[str | None] = mapped_column(String(512))
     # The head turn. The turns table points back at sessions, so this side of the cycle is
@@ -64,6 +77,13 @@ class Session(Base):
     debounce_ms: Mapped[int | None] = mapped_column(Integer)
     # The session's own model configuration (docs/engine.md); NULL: the persona's.
     model_overrides: Mapped[dict[str, Any] | None] = mapped_column()
+    # What a person calls it and files it under; Nexus only stores them.
+    title: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[list[Any] | None] = mapped_column()
+    # The first turn's start; when it finished (a worker's task ended, or it was archived
+    # or deleted).
+    started_at: Mapped[int | None] = mapped_column(Millis)
+    finished_at: Mapped[int | None] = mapped_column(Millis)
     created_at: Mapped[int] = mapped_column(Millis)
     updated_at: Mapped[int] = mapped_column(Millis)
 
@@ -75,7 +95,9 @@ class SessionAlias(Base):
     __table_args__ = (Index("ix_session_aliases_session_label", "session_label"),)
 
     alias: Mapped[str] = mapped_column(String(512), primary_key=True)
-    session_label: Mapped[str] = mapped_column(ForeignKey("sessions.label"))
+    # A label, not a row: it leads to the live session with that label (no foreign key, as
+    # labels are unique only among sessions that are not deleted).
+    session_label: Mapped[str] = mapped_column(String(512))
     created_at: Mapped[int] = mapped_column(Millis)
     reason: Mapped[str | None] = mapped_column(String(32))
 

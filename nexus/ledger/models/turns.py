@@ -18,6 +18,7 @@ from nexus.ledger.enums import (
 from nexus.ledger.models.base import Base, JsonColumn, Millis, one_of
 
 _ON_CHAIN = "status IN ({})".format(", ".join(f"'{s.value}'" for s in CHAIN_STATUSES))
+CHAIN_CHILD = f"{_ON_CHAIN} AND parent_turn_id IS NOT NULL AND abandoned_at IS NULL"
 
 
 class Turn(Base):
@@ -32,14 +33,15 @@ class Turn(Base):
         # Usage by day since a date (GET /v1/usage) without a session to narrow it.
         Index("ix_turns_started_at", "started_at"),
         # A session's chain is linear: one chain child per parent, one root, per session.
-        # Forks live in other sessions, so the global tree may still branch anywhere.
+        # Forks live in other sessions, so the global tree may still branch anywhere; a
+        # rollback's abandoned turns are off the chain (migration 0014).
         Index(
             "uq_turns_chain_child",
             "session_id",
             "parent_turn_id",
             unique=True,
-            postgresql_where=text(f"{_ON_CHAIN} AND parent_turn_id IS NOT NULL"),
-            sqlite_where=text(f"{_ON_CHAIN} AND parent_turn_id IS NOT NULL"),
+            postgresql_where=text(CHAIN_CHILD),
+            sqlite_where=text(CHAIN_CHILD),
         ),
         Index(
             "uq_turns_chain_root",
@@ -77,6 +79,8 @@ class Turn(Base):
     source_event_id: Mapped[str | None] = mapped_column(String(255))
     # The model configuration the turn ran with, each field with the layer it came from.
     model_settings: Mapped[dict[str, Any] | None] = mapped_column()
+    # When a rollback of its session went back past it: kept, but off the session's chain.
+    abandoned_at: Mapped[int | None] = mapped_column(Millis)
 
 
 class Thread(Base):

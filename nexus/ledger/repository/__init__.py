@@ -18,6 +18,7 @@ from nexus.ledger.repository.errors import (
     NotForkable,
     NotFound,
     SessionArchived,
+    SessionDeleted,
 )
 from nexus.ledger.repository.events import EventRepository
 from nexus.ledger.repository.files import FileRepository
@@ -137,4 +138,5 @@ __all__ = [
     "NotForkable",
     "NotFound",
     "SessionArchived",
+    "SessionDeleted",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Column, Connection, Executable, Table
+from sqlalchemy import Column, Connection, Executable, Table, text
 
 from nexus.ledger.repository._sql import upsert_insert
 
@@ -28,14 +28,19 @@ class PerDialect:
 
 
 def insert_unless_present(
-    table: Table, keys: Sequence[str], returning: Column[Any] | None = None
+    table: Table,
+    keys: Sequence[str],
+    returning: Column[Any] | None = None,
+    *,
+    among: str | None = None,
 ) -> PerDialect:
     """An insert of the row given as parameters that does nothing when a row with the same
-    `keys` exists; answering `returning` for the row it wrote (nothing when it wrote none)."""
+    `keys` exists (among the rows matching `among`, the predicate of a partial unique
+    index); answering `returning` for the row it wrote (nothing when it wrote none)."""
 
     def build(connection: Connection) -> Executable:
         statement = upsert_insert(connection, table).on_conflict_do_nothing(
-            index_elements=list(keys)
+            index_elements=list(keys), index_where=None if among is None else text(among)
         )
         built: Executable = statement if returning is None else statement.returning(returning)
         return built

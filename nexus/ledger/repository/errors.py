@@ -25,3 +25,8 @@ class LedgerConflict(LedgerError):
 
 class SessionArchived(LedgerError):
     """The session is archived: readable, forkable, but it takes no new work."""
+
+
+class SessionDeleted(SessionArchived):
+    """The session is deleted: its history stays readable, it takes no work, and its label
+    is free for a new session."""

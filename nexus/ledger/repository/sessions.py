@@ -23,6 +23,7 @@ from nexus.ledger.repository._sql import columns_for, serialize, to_record, upse
 from nexus.ledger.repository.errors import LabelTaken, LedgerConflict, NotForkable, NotFound
 from nexus.ledger.repository.sessions_sql import (
     ALIAS_TARGET,
+    LIVE_SESSION_BY_LABEL,
     NEW_SESSION,
     RECORD_MOVE,
     RESOLVE,
@@ -37,6 +38,8 @@ history = table_of(SessionHistory)
 threads = table_of(Thread)
 turns = table_of(Turn)
 
+# The pointer history's reason for a head moved back to an earlier turn of its chain.
+ROLLBACK = "rollback"
 # A longer chain of aliases than this is a circle or corruption; refuse rather than spin.
 MAX_ALIAS_HOPS = 64
 # The lock that alias writers (and entity merges, which write them) take turns on.
@@ -64,8 +67,13 @@ class SessionRepository:
         return {row.id: to_record(SessionRecord, row) for row in rows}
 
     def get_by_label(self, label: str) -> SessionRecord | None:
-        """The session with exactly this label; aliases are not followed."""
+        """The session with exactly this label, aliases not followed: the live one, else
+        the newest deleted session that had it (a deleted session frees its label)."""
         return self._one(SESSION_BY_LABEL, {"label": label})
+
+    def get_live(self, label: str) -> SessionRecord | None:
+        """The session that is not deleted with exactly this label; aliases not followed."""
+        return self._one(LIVE_SESSION_BY_LABEL, {"label": label})
 
     def resolve(self, label: str, *, lock: bool = False) -> SessionRecord | None:
         """The session that what is addressed to `label` goes to: its aliases followed first,
@@ -94,7 +102,7 @@ class SessionRepository:
             return SessionRecord.model_validate(fields)
         else:
             target = row["onward"]
-        found = self.get_by_label(self.final_label(target))
+        found = self.get_live(self.final_label(target))
         if found is not None and lock:
             self.lock(found.id)
         return found
@@ -150,6 +158,16 @@ class SessionRepository:
                 found.append((turn_id, "fork", fork))
         return found
 
+    def rollbacks(self, session_id: str) -> list[tuple[str, str]]:
+        """(turn rolled back to, head abandoned there) for each rollback of the session,
+        oldest first: the branches a tree view keeps readable."""
+        rows = self._conn.execute(
+            select(history.c.thread_id, history.c.previous_thread_id)
+            .where(history.c.session_id == session_id, history.c.reason == ROLLBACK)
+            .order_by(history.c.changed_at, history.c.id)
+        ).all()
+        return [(str(row.thread_id), str(row.previous_thread_id)) for row in rows]
+
     def turn_count(self, session_id: str) -> int:
         """How many turns this session's own chain holds (a fork's inherited ones excluded)."""
         return int(
@@ -157,6 +175,7 @@ class SessionRepository:
                 select(func.count())
                 .select_from(turns)
                 .where(turns.c.session_id == session_id, turns.c.status.in_(CHAIN_STATUSES))
+                .where(turns.c.abandoned_at.is_(None))
             ).scalar_one()
         )
 
@@ -216,7 +235,8 @@ class SessionRepository:
         return created
 
     def ensure(self, new: NewSession) -> SessionRecord:
-        """Resolve `new.label` (aliases followed) or create it; safe when racing."""
+        """Resolve `new.label` (aliases followed) or create it; safe when racing. An alias
+        whose session was deleted starts a new session under the label it leads to."""
         found = self.resolve(new.label)
         if found is not None:
             return found
@@ -224,9 +244,13 @@ class SessionRepository:
             return self.create(new)
         except LabelTaken:
             raced = self.resolve(new.label)
-            if raced is None:
+            if raced is not None:
+                return raced
+            target = self.final_label(new.label)
+            if target == new.label:
                 raise
-            return raced
+        # Only an alias gets here (its target deleted): no statement for any other label.
+        return self.ensure(new.model_copy(update={"label": target}))
 
     def page(
         self, *, after_label: str | None, limit: int, persona_id: str | None = None
@@ -302,21 +326,62 @@ class SessionRepository:
 
     def configure(self, session_id: str, values: dict[str, object]) -> SessionRecord:
         """Set the session's own queue settings and status (`queue_mode`, `queue_cap`,
-        `drop_policy`, `debounce_ms`, `status`) and its model configuration
-        (`model_overrides`); a None clears a setting back to its policy's
-        or the default. Names outside those are a programming error."""
+        `drop_policy`, `debounce_ms`, `status`), its model configuration
+        (`model_overrides`), `title` and `tags`; a None clears a setting back to its
+        policy's or the default. Names outside those are a programming error. Archiving or
+        deleting sets `finished_at` (kept if set); making it active again clears it."""
         unknown = set(values) - _CONFIGURABLE
         if unknown:
             raise ValueError(f"not a session setting: {sorted(unknown)}")
+        now = self._clock()
+        finished: dict[str, Any] = {}
+        if values.get("status") in (SessionStatus.ARCHIVED, SessionStatus.DELETED):
+            finished["finished_at"] = func.coalesce(sessions.c.finished_at, now)
+        elif values.get("status") == SessionStatus.ACTIVE:
+            finished["finished_at"] = None
         changed = self._conn.execute(
             update(sessions)
             .where(sessions.c.id == session_id)
-            .values(**values, updated_at=self._clock())
+            .values(**values, **finished, updated_at=now)
             .returning(*columns_for(sessions, SessionRecord))
         ).one_or_none()
         if changed is None:
             raise NotFound(f"no session with id {session_id!r}")
         return to_record(SessionRecord, changed)
+
+    def move_head(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        epoch: int,
+        expected: str | None,
+        reason: str,
+        abandoned: Sequence[str] = (),
+    ) -> bool:
+        """Point the session's head at `turn_id`, fenced as a turn commit is: only if its
+        epoch is still `epoch` and its head still `expected`. The epoch moves on too, so no
+        run claimed before can commit after. The move is kept in the pointer history under
+        `reason`; the session's `abandoned` turns (those it went back past) are marked so,
+        and kept. False when fenced (nothing written)."""
+        now = self._clock()
+        moved = self._conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id, sessions.c.epoch == epoch)
+            .where(sessions.c.thread_id.is_not_distinct_from(expected))
+            .values(thread_id=turn_id, epoch=sessions.c.epoch + 1, updated_at=now)
+        )
+        if not moved.rowcount:
+            return False
+        self._record_move(session_id, turn_id, expected, epoch + 1, reason, now)
+        if abandoned:
+            self._conn.execute(
+                update(turns)
+                .where(turns.c.id.in_(list(abandoned)), turns.c.session_id == session_id)
+                .where(turns.c.abandoned_at.is_(None))
+                .values(abandoned_at=now)
+            )
+        return True
 
     def remove_alias(self, alias: str) -> str:
         """Delete `alias`; returns the label it led to. What is addressed to it from now on
@@ -332,7 +397,7 @@ class SessionRepository:
         # Alias writers take turns, so two of them cannot each close half of a circle that
         # neither sees (a → b and b → a, committed at once).
         serialize(self._conn, ALIAS_WRITERS)
-        if self.get_by_label(session_label) is None:
+        if self.get_live(session_label) is None:
             raise NotFound(f"no session labelled {session_label!r}")
         if alias in self._alias_chain(session_label):
             raise LedgerConflict(
@@ -380,7 +445,16 @@ class SessionRepository:
 
 
 _CONFIGURABLE = frozenset(
-    {"queue_mode", "queue_cap", "drop_policy", "debounce_ms", "status", "model_overrides"}
+    {
+        "queue_mode",
+        "queue_cap",
+        "drop_policy",
+        "debounce_ms",
+        "status",
+        "model_overrides",
+        "title",
+        "tags",
+    }
 )
 
 # An alias as listed: (alias, the label it points at, why it was written, when).

@@ -56,7 +56,8 @@ sessions = table_of(Session)
 history = table_of(SessionHistory)
 queue_items = table_of(QueueItem)
 
-TURN_COLUMNS = [column.name for column in turns.c]
+# A commit writes every column but the one a rollback sets later (NULL until then).
+TURN_COLUMNS = [column.name for column in turns.c if column.name != "abandoned_at"]
 MESSAGE_COLUMNS = [c.name for c in messages.c if c.name not in ("turn_id", "created_at")]
 HISTORY_COLUMNS = [
     "id",
@@ -78,11 +79,15 @@ THREAD_COLUMNS = [
     "created_at",
 ]
 
-# What a head move writes; the session's first turn is its root, kept once set.
+# What a head move writes; the session's first turn is its root, and that turn's start the
+# session's, each kept once set (no statement of their own).
 _MOVED_VALUES = {
     "thread_id": bindparam("head_new"),
     "updated_at": bindparam("head_now"),
     "root_turn_id": func.coalesce(sessions.c.root_turn_id, bindparam("head_new", type_=String)),
+    "started_at": func.coalesce(
+        sessions.c.started_at, bindparam("head_started", type_=sessions.c.started_at.type)
+    ),
 }
 
 # The compare-and-set: the head moves only if neither it nor the epoch moved since the run
@@ -229,6 +234,9 @@ _moved = (
         thread_id=_turn,
         updated_at=_now,
         root_turn_id=func.coalesce(sessions.c.root_turn_id, _turn),
+        started_at=func.coalesce(
+            sessions.c.started_at, bindparam("t_started_at", type_=turns.c.started_at.type)
+        ),
     )
     .returning(sessions.c.persona_id)
     .cte("moved")

@@ -201,6 +201,7 @@ class TurnRepository:
                 "head_expected": draft.parent_turn_id,
                 "head_new": draft.id,
                 "head_now": now,
+                "head_started": draft.started_at,
             },
             turn=self._turn_row(draft, epoch, now),
             # What the thread row is derived from (the database adds the parent's part).

@@ -55,13 +55,20 @@ class WorkerRepository:
 
     def set_task_status(self, session_id: str, status: TaskStatus) -> bool:
         """Move a worker's task to `status`; False when it is no worker, is there already,
-        or was cancelled (cancelled is final: a late answer does not undo it)."""
+        or was cancelled (cancelled is final: a late answer does not undo it). A task that
+        ends (completed, failed, cancelled) finishes its session then (`finished_at`)."""
+        now = self._clock()
+        ended = status in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
         changed = self._conn.execute(
             update(sessions)
             .where(sessions.c.id == session_id)
             .where(sessions.c.task_status.is_not(None))
             .where(sessions.c.task_status.not_in([status.value, TaskStatus.CANCELLED.value]))
-            .values(task_status=status.value, updated_at=self._clock())
+            .values(
+                task_status=status.value,
+                updated_at=now,
+                finished_at=now if ended else sessions.c.finished_at,
+            )
         )
         return bool(changed.rowcount)
 
