@@ -71,10 +71,19 @@ class NetworkRules(BaseModel):
     allow: list[HostOrNetwork] = Field(default_factory=list, max_length=MAX_ALLOWED)
 
 
+class PeopleRules(BaseModel):
+    """What the persona may do to people's entities through its tools; nothing by default.
+    `merge`: merge person entities (the `merge_people` tool), as `POST /v1/entities/merge`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    merge: bool | None = Field(default=None, strict=True)
+
+
 class Permissions(BaseModel):
     """A persona's permissions: tools (an absent `allow` means every tool not denied), the
-    credential ids its tools may be given, a sandbox for tools that run code, and the
-    non-public hosts and networks its tools may reach."""
+    credential ids its tools may be given, a sandbox for tools that run code, the
+    non-public hosts and networks its tools may reach, and what it may do to people."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,6 +91,7 @@ class Permissions(BaseModel):
     credentials: list[CredentialId] | None = Field(default=None, max_length=MAX_CREDENTIALS)
     sandbox: SandboxRules | None = None
     network: NetworkRules | None = None
+    people: PeopleRules | None = None
 
     @model_validator(mode="after")
     def _as_the_engine_reads_it(self) -> Permissions:

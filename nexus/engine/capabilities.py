@@ -126,6 +126,18 @@ BUILTIN_CAPABILITIES = (
         category="web",
     ),
     Capability(
+        "people",
+        "People",
+        "Merge person entities that are one person (needs permissions.people.merge)",
+        "available",
+        "When you learn that two of the people you talk with are one person (say, the same "
+        "person on two channels), you may merge their entities with merge_people; their "
+        "direct conversations then continue in one session.",
+        ("merge_people",),
+        icon="🧑‍🤝‍🧑",
+        category="people",
+    ),
+    Capability(
         "file_system",
         "File system",
         "File system access tools",

@@ -171,6 +171,4 @@ def test_a_proactive_compaction_is_shown_as_compacting(
     assert summarising == ["compacting"]
     assert seen == ["completing"]
     events = coordination.read_stream(session.id, start, block_ms=10)
-    assert [e.data["trigger"] for e in events if e.type == "context.compacting"] == [
-        "proactive"
-    ]
+    assert [e.data["trigger"] for e in events if e.type == "context.compacting"] == ["proactive"]
