@@ -105,9 +105,7 @@ class AgentRepository:
                 "category": category,
             }
             statement = upsert_insert(self._conn, capabilities).values(id=capability_id, **fields)
-            self._conn.execute(
-                statement.on_conflict_do_update(index_elements=["id"], set_=fields)
-            )
+            self._conn.execute(statement.on_conflict_do_update(index_elements=["id"], set_=fields))
         self._conn.execute(
             delete(agent_capabilities).where(agent_capabilities.c.agent_id == agent_id)
         )
