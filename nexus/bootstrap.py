@@ -197,6 +197,7 @@ class Nexus:
         from nexus.adapters.http_tool import http_fetch_tool
         from nexus.adapters.python_tool import RUN_PYTHON
         from nexus.adapters.secrets import EnvironmentSecrets
+        from nexus.agents.people_tools import PeopleTools
         from nexus.agents.results import worker_result_hook
         from nexus.agents.tools import AgentTools
         from nexus.outbound.planning import reply_hook
@@ -208,7 +209,13 @@ class Nexus:
             max_depth=self.settings.max_worker_depth,
         )
         fetch = http_fetch_tool(own=self.own_addresses, count=self.security_events.count)
-        for tool in (*agent_tools.tools(), fetch, RUN_PYTHON):
+        people_tools = PeopleTools(
+            self.database,
+            self.doorbell,
+            arrivals=self.coordination,
+            queueing=self.queue_policy,
+        )
+        for tool in (*agent_tools.tools(), *people_tools.tools(), fetch, RUN_PYTHON):
             tools.register(tool)
         return Engine(
             database=self.database,

@@ -16,7 +16,7 @@ from nexus.db import Database
 from nexus.db.unit_of_work import UnitOfWork
 from nexus.engine.addresses import MAX_ALLOWED
 from nexus.engine.credentials import MAX_CREDENTIALS
-from nexus.engine.model_config import ModelConfigError, parse, to_json
+from nexus.engine.model_config import ModelConfigError, parse, persona_layer, to_json
 from nexus.engine.permissions import read_permissions
 from nexus.engine.sandbox import MEMORY_RANGE, TIMEOUT_RANGE
 from nexus.ledger.enums import AgentStatus
@@ -36,6 +36,10 @@ Prompt = Annotated[StorableText, StringConstraints(max_length=100_000)]
 Model = ModelName
 CredentialId = Annotated[str, StringConstraints(pattern=CREDENTIAL_ID_PATTERN)]
 HostOrNetwork = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+Description = Annotated[StorableText, StringConstraints(max_length=2_000)]
+Emoji = Annotated[str, Key.of("agents", "emoji", "an emoji")]
+Tag = Annotated[str, Key(64, "a tag")]
+MAX_TAGS = 32
 
 
 class ToolRules(BaseModel):
@@ -67,10 +71,19 @@ class NetworkRules(BaseModel):
     allow: list[HostOrNetwork] = Field(default_factory=list, max_length=MAX_ALLOWED)
 
 
+class PeopleRules(BaseModel):
+    """What the persona may do to people's entities through its tools; nothing by default.
+    `merge`: merge person entities (the `merge_people` tool), as `POST /v1/entities/merge`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    merge: bool | None = Field(default=None, strict=True)
+
+
 class Permissions(BaseModel):
     """A persona's permissions: tools (an absent `allow` means every tool not denied), the
-    credential ids its tools may be given, a sandbox for tools that run code, and the
-    non-public hosts and networks its tools may reach."""
+    credential ids its tools may be given, a sandbox for tools that run code, the
+    non-public hosts and networks its tools may reach, and what it may do to people."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -78,6 +91,7 @@ class Permissions(BaseModel):
     credentials: list[CredentialId] | None = Field(default=None, max_length=MAX_CREDENTIALS)
     sandbox: SandboxRules | None = None
     network: NetworkRules | None = None
+    people: PeopleRules | None = None
 
     @model_validator(mode="after")
     def _as_the_engine_reads_it(self) -> Permissions:
@@ -98,6 +112,19 @@ class AgentCreate(BaseModel):
     # The model configuration a session or a turn may override field by field.
     default_model_config: ModelConfigBody | None = None
     permissions: Permissions | None = None
+    description: Description | None = None
+    emoji: Emoji | None = None
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+
+    @model_validator(mode="after")
+    def _tags_once(self) -> AgentCreate:
+        self.tags = _unique(self.tags)
+        return self
+
+
+def _unique(tags: list[str]) -> list[str]:
+    """Tags in the order given, each once."""
+    return list(dict.fromkeys(tags))
 
 
 class AgentPatch(BaseModel):
@@ -111,14 +138,20 @@ class AgentPatch(BaseModel):
     # The fields given replace the persona's, a null field clears one, null clears them all.
     default_model_config: ModelConfigBody | None = None
     permissions: Permissions | SkipJsonSchema[None] = None
+    description: Description | None = None  # null clears it
+    emoji: Emoji | None = None  # null clears it
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | SkipJsonSchema[None] = None
 
     @model_validator(mode="after")
     def _sensible(self) -> AgentPatch:
         if not self.model_fields_set:
             raise ValueError("give at least one field to change")
-        for field in ("name", "system_prompt", "permissions"):
+        for field in ("name", "system_prompt", "permissions", "tags"):
             if field in self.model_fields_set and getattr(self, field) is None:
-                raise ValueError(f"{field} cannot be null")
+                clear = " (send [] to clear them)" if field == "tags" else ""
+                raise ValueError(f"{field} cannot be null{clear}")
+        if self.tags is not None:
+            self.tags = _unique(self.tags)
         return self
 
 
@@ -129,9 +162,12 @@ class CapabilitiesRequest(BaseModel):
 
 
 class AgentView(AgentRecord):
-    """A persona with the ids of its capabilities, in the order they apply."""
+    """A persona with the ids of its capabilities, in the order they apply, and its model
+    defaults as one configuration (`default_model_config` with a bare `default_model`
+    folded in as its model): what its sessions inherit, shown as from the "persona"."""
 
     capabilities: list[str]
+    model_defaults: dict[str, Any]
 
 
 class CapabilityView(BaseModel):
@@ -139,6 +175,8 @@ class CapabilityView(BaseModel):
     name: str
     description: str
     status: str
+    icon: str | None  # an emoji
+    category: str | None  # what it is about: web, code, agents, messaging, ...
 
 
 class CapabilityList(BaseModel):
@@ -146,7 +184,11 @@ class CapabilityList(BaseModel):
 
 
 def _view(agent: AgentRecord, capabilities: list[str]) -> AgentView:
-    return AgentView(**agent.model_dump(), capabilities=capabilities)
+    try:
+        defaults = to_json(persona_layer(agent))
+    except ModelConfigError:  # stored before the rules it breaks: shown as stored
+        defaults = dict(agent.default_model_config)
+    return AgentView(**agent.model_dump(), capabilities=capabilities, model_defaults=defaults)
 
 
 def _one(uow: UnitOfWork, agent_id: str) -> AgentView:
@@ -187,6 +229,9 @@ def create_agent(body: AgentCreate, database: DatabaseDep) -> AgentView:
                 default_model=body.default_model,
                 default_model_config=without_nulls(body.default_model_config),
                 permissions=body.permissions.stored() if body.permissions else None,
+                description=body.description,
+                emoji=body.emoji,
+                tags=body.tags,
             )
         except LedgerConflict as error:
             raise ApiError(409, "conflict", str(error)) from error
@@ -248,7 +293,14 @@ def list_capabilities(graph: NexusDep) -> CapabilityList:
     """The capabilities this deployment knows, in registry order."""
     return CapabilityList(
         items=[
-            CapabilityView(id=c.id, name=c.name, description=c.description, status=c.status)
+            CapabilityView(
+                id=c.id,
+                name=c.name,
+                description=c.description,
+                status=c.status,
+                icon=c.icon,
+                category=c.category,
+            )
             for c in graph.capabilities.all()
         ]
     )
@@ -278,7 +330,9 @@ def set_capabilities(agent_id: AgentId, body: CapabilitiesRequest, graph: NexusD
         if uow.ledger.agents.get(agent_id) is None:
             raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
         uow.ledger.agents.set_capabilities(
-            agent_id, [(c.id, c.name, c.description, c.status) for c in chosen]
+            agent_id,
+            [(c.id, c.name, c.description, c.status) for c in chosen],
+            looks={c.id: (c.icon, c.category) for c in chosen},
         )
         view = _one(uow, agent_id)
         uow.commit()

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
-from nexus.cli import operator, people, settings_cmds, usage
+from nexus.cli import agents, operator, people, settings_cmds, usage
 from nexus.cli import workers as worker_cmds
 from nexus.cli.model_options import TEMPERATURE_HELP, THINKING_HELP, model_config
 from nexus.settings import Settings, get_settings
@@ -182,6 +182,10 @@ app.command("entities")(people.list_entities)
 app.add_typer(people.entity_app, name="entity")
 app.command("aliases")(people.list_aliases)
 app.add_typer(people.alias_app, name="alias")
+# Personas and capabilities (nexus/cli/agents.py): `agents`, `agent …`, `capabilities`.
+app.command("agents")(agents.list_agents)
+app.add_typer(agents.agent_app, name="agent")
+app.command("capabilities")(agents.list_capabilities)
 # A session's own settings (nexus/cli/settings_cmds.py).
 app.command("configure")(settings_cmds.configure)
 app.command("archive")(settings_cmds.archive)

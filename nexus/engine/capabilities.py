@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 CapabilityStatus = Literal["available", "coming_soon", "deprecated"]
+# What a capability is about, for grouping them where they are listed.
+CATEGORIES = ("basics", "context", "agents", "messaging", "code", "web", "people", "files")
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,8 @@ class Capability:
     status: CapabilityStatus
     prompt_addition: str = ""
     tool_names: tuple[str, ...] = ()
+    icon: str | None = None  # an emoji shown beside the name
+    category: str | None = None  # one of CATEGORIES, to group capabilities by
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,16 @@ class ResolvedCapabilities:
 
 
 BUILTIN_CAPABILITIES = (
-    Capability("noop", "No-op", "No-op capability for testing", "available", "", ("noop",)),
+    Capability(
+        "noop",
+        "No-op",
+        "No-op capability for testing",
+        "available",
+        "",
+        ("noop",),
+        icon="🔘",
+        category="basics",
+    ),
     Capability(
         "current_time",
         "Current time",
@@ -34,6 +47,8 @@ BUILTIN_CAPABILITIES = (
         "available",
         "When the date or time matters, call current_time rather than guessing.",
         ("current_time",),
+        icon="🕒",
+        category="basics",
     ),
     Capability(
         "compaction",
@@ -43,6 +58,8 @@ BUILTIN_CAPABILITIES = (
         "When the conversation grows long or turns to a new subject, you may call "
         "compact_context; the older turns are summarised once your answer is done.",
         ("compact_context",),
+        icon="🗜️",
+        category="context",
     ),
     Capability(
         "agents",
@@ -52,6 +69,8 @@ BUILTIN_CAPABILITIES = (
         "You can hand work to worker agents with agent_send (op=dispatch); their results come "
         "back to you as [worker_result] messages. A worker reports with reply_to_caller.",
         ("agent_send", "reply_to_caller", "send_message_to_agent", "get_agent_status"),
+        icon="🤝",
+        category="agents",
     ),
     Capability(
         "rich_replies",
@@ -62,6 +81,8 @@ BUILTIN_CAPABILITIES = (
         "present_options before your final answer: its buttons and embeds go with that "
         "answer. A pressed button comes back to you as a message holding its value.",
         ("present_options",),
+        icon="🔲",
+        category="messaging",
     ),
     Capability(
         "reactions",
@@ -72,8 +93,17 @@ BUILTIN_CAPABILITIES = (
         "love, like, dislike, laugh, emphasize, question) where the platform shows "
         "reactions; a reaction alone, with NO_REPLY as your answer, is a fine reply.",
         ("react",),
+        icon="💬",
+        category="messaging",
     ),
-    Capability("research", "Research", "Deep research with scratchpad", "coming_soon"),
+    Capability(
+        "research",
+        "Research",
+        "Deep research with scratchpad",
+        "coming_soon",
+        icon="🔎",
+        category="web",
+    ),
     Capability(
         "sandbox",
         "Sandbox",
@@ -82,6 +112,8 @@ BUILTIN_CAPABILITIES = (
         "You can run short Python programs with run_python (each run starts fresh, with a "
         "time and memory limit) when computing an answer beats guessing it.",
         ("run_python",),
+        icon="🐍",
+        category="code",
     ),
     Capability(
         "http",
@@ -90,8 +122,29 @@ BUILTIN_CAPABILITIES = (
         "available",
         "You can GET URLs with http_fetch; name a credential to authenticate with it.",
         ("http_fetch",),
+        icon="🌐",
+        category="web",
     ),
-    Capability("file_system", "File system", "File system access tools", "coming_soon"),
+    Capability(
+        "people",
+        "People",
+        "Merge person entities that are one person (needs permissions.people.merge)",
+        "available",
+        "When you learn that two of the people you talk with are one person (say, the same "
+        "person on two channels), you may merge their entities with merge_people; their "
+        "direct conversations then continue in one session.",
+        ("merge_people",),
+        icon="🧑‍🤝‍🧑",
+        category="people",
+    ),
+    Capability(
+        "file_system",
+        "File system",
+        "File system access tools",
+        "coming_soon",
+        icon="📁",
+        category="files",
+    ),
 )
 
 

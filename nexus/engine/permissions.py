@@ -1,4 +1,5 @@
-"""Persona permissions: tool globs where deny always wins, credentials, sandbox, network."""
+"""Persona permissions: tool globs where deny always wins, credentials, sandbox, network,
+and grants a tool may need beyond being allowed (`people.merge`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from nexus.engine.addresses import NetworkPermissions, network_permissions
 from nexus.engine.credentials import credential_ids
 from nexus.engine.sandbox import SandboxConfig, sandbox_config
 
-PERMISSION_KEYS = frozenset({"tools", "credentials", "sandbox", "network"})
+PERMISSION_KEYS = frozenset({"tools", "credentials", "sandbox", "network", "people"})
+# What `permissions.people` may grant, each a boolean: `{"people": {"merge": true}}` grants
+# `people.merge`, which a tool that merges person entities needs (Tool.permission).
+PEOPLE_GRANTS = frozenset({"merge"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,21 @@ class PersonaPermissions:
     sandbox: SandboxConfig | None = None  # None: no tool that runs code or touches files
     # Hosts and networks its tools may reach besides public addresses (none by default).
     network: NetworkPermissions = field(default_factory=NetworkPermissions)
+    grants: frozenset[str] = frozenset()  # named grants, as `people.merge`; none by default
+
+
+def _grants(people: Any) -> frozenset[str]:
+    if people is None:
+        return frozenset()
+    if not isinstance(people, Mapping):
+        raise ValueError('permissions.people must be an object, as {"merge": true}')
+    unknown = set(people) - PEOPLE_GRANTS
+    if unknown:
+        raise ValueError(f"permissions.people has unknown keys: {', '.join(sorted(unknown))}")
+    for name, value in people.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"permissions.people.{name} must be true or false")
+    return frozenset(f"people.{name}" for name, value in people.items() if value)
 
 
 def read_permissions(permissions: Mapping[str, Any]) -> PersonaPermissions:
@@ -64,6 +83,7 @@ def read_permissions(permissions: Mapping[str, Any]) -> PersonaPermissions:
         credentials=() if credentials is None else credential_ids(credentials),
         sandbox=None if sandbox is None else sandbox_config(sandbox),
         network=NetworkPermissions() if network is None else network_permissions(network),
+        grants=_grants(permissions.get("people")),
     )
 
 

@@ -45,9 +45,11 @@ from nexus.engine.prefix_sums import PrefixSums
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import NoSignals, TurnSignals
 from nexus.engine.stream import (
+    CONTEXT_COMPACTING,
     SESSION_COMPLETED,
     SESSION_FAILED,
     SESSION_STARTED,
+    TURN_COMPLETING,
     LeadingPublisher,
     NullPublisher,
     Report,
@@ -471,6 +473,18 @@ class Engine:
         """Commit (or record) the turn; what a committed one reports, and the doorbells its
         commit rang, are added to `report`, for the caller to send after this commit."""
         failed = result.status == TurnStatus.FAILED
+        # Watchers see the commit phase (`running.step` "completing"); posted, so the commit
+        # does not wait for the stream. The last model call's held `step.generated` rides
+        # with it instead of with the commit's report.
+        self.publisher.post_many(
+            [
+                StreamEvent(
+                    snapshot.session.id,
+                    TURN_COMPLETING,
+                    {"turn_id": turn_id, "status": result.status.value},
+                )
+            ]
+        )
         draft = answer_draft(
             turn_id=turn_id,
             session_id=snapshot.session.id,
@@ -563,6 +577,16 @@ class Engine:
         )
         if sizing is None:
             return CompactionOutcome(status="nothing")
+        # Watchers see it (`running.step` "compacting"): a summary takes a model call.
+        self.publisher.post_many(
+            [
+                StreamEvent(
+                    snapshot.session.id,
+                    CONTEXT_COMPACTING,
+                    {"trigger": trigger.value, "turns": len(sizing.plan.summarized)},
+                )
+            ]
+        )
         summarized = [v for v in context.turns if v.turn.id in set(sizing.plan.summarized)]
         prior = context.compaction.summary if context.compaction is not None else None
         model_name = self._summary_model_name(config)

@@ -29,6 +29,10 @@ SESSION_STARTED = "session.started"
 SESSION_COMPLETED = "session.completed"
 SESSION_FAILED = "session.failed"
 TURN_COMMITTED = "turn.committed"
+# A turn's phases besides its model calls and tools: compacting the context (proactive,
+# on overflow, or asked for) and committing what it came to.
+CONTEXT_COMPACTING = "context.compacting"
+TURN_COMPLETING = "turn.completing"
 # A queue item's life, each published after the commit that decided it.
 QUEUE_ITEM_QUEUED = "queue.item.queued"
 QUEUE_ITEM_CONSUMED = "queue.item.consumed"  # consumed, batched or injected by a turn

@@ -100,6 +100,12 @@ class Toolbox:
                 f"tool {name!r} runs code or touches files, and this persona's permissions "
                 "have no sandbox (permissions.sandbox)"
             )
+        if tool.permission is not None and tool.permission not in self._permissions.grants:
+            group, _, grant = tool.permission.partition(".")
+            return (
+                f"tool {name!r} needs the permission {tool.permission!r}, which this persona "
+                f'does not have (set permissions.{group} to {{"{grant}": true}} to grant it)'
+            )
         for credential in tool.credentials_for(arguments):
             if credential not in self._permissions.credentials:
                 return (

@@ -67,6 +67,8 @@ class Tool:
     # An argument that names one more credential id for the call (say, which token to send).
     credential_argument: str | None = None
     sandboxed: bool = False  # runs code or touches files: needs the persona's sandbox
+    # A grant the persona's permissions must give besides allowing the tool (`people.merge`).
+    permission: str | None = None
 
     def credentials_for(self, arguments: Mapping[str, Any]) -> tuple[str, ...]:
         named = arguments.get(self.credential_argument) if self.credential_argument else None

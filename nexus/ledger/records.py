@@ -46,6 +46,10 @@ class AgentRecord(Record):
     status: str
     # A model configuration (nexus.engine.model_config), as the persona's defaults.
     default_model_config: dict[str, Any] = Field(default_factory=dict)
+    # How the persona is shown: a line about it, an emoji, and tags to find it by.
+    description: str | None = None
+    emoji: str | None = None
+    tags: list[str] = Field(default_factory=list)
 
 
 class SessionRecord(Record):

@@ -1,5 +1,6 @@
 """What a session is doing now, kept from its own stream events (pure): the turn that
-started, by which worker, since when, at which step; cleared when the session ends the run.
+started, by which worker, since when, at which step (starting, model call N, tool NAME,
+compacting, completing); cleared when the session ends the run.
 
 The coordination store keeps this beside the stream and updates it in the same round trip
 as the events it follows, so showing it costs a running turn nothing extra. It is believed
@@ -12,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nexus.engine.stream import (
+    CONTEXT_COMPACTING,
     SESSION_COMPLETED,
     SESSION_FAILED,
     SESSION_STARTED,
     STEP_STARTED,
     TOOL_STARTED,
+    TURN_COMPLETING,
     StreamEvent,
 )
 
@@ -54,6 +57,10 @@ def change_for(event: StreamEvent) -> Change | None:
         return Change("set", {"step": f"model call {data.get('call', '?')}"})
     if kind == TOOL_STARTED:
         return Change("set", {"step": f"tool {data.get('name', '?')}"})
+    if kind == CONTEXT_COMPACTING:
+        return Change("set", {"step": "compacting"})
+    if kind == TURN_COMPLETING:
+        return Change("set", {"step": "completing"})
     if kind in (SESSION_COMPLETED, SESSION_FAILED):
         return Change("end", {})
     return None

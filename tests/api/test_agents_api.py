@@ -51,7 +51,11 @@ def test_an_agent_is_created_and_read_back(database: Database) -> None:
         "permissions": permissions,
         "status": "active",
         "default_model_config": {},
+        "description": None,
+        "emoji": None,
+        "tags": [],
         "capabilities": [],
+        "model_defaults": {"model": "scripted"},
     }
     fetched = client.get(f"/v1/agents/{created['id']}", headers=AUTH)
     assert fetched.status_code == 200 and fetched.json() == created
@@ -102,6 +106,7 @@ def test_patch_changes_only_the_given_fields(database: Database) -> None:
         "name": "atlas-2",
         "default_model": None,
         "system_prompt": "new",
+        "model_defaults": {},
     }
     taken = client.patch(url, json={"name": "nova"}, headers=AUTH)
     assert taken.status_code == 409 and taken.json()["error"]["type"] == "conflict"
@@ -169,7 +174,11 @@ def test_the_capability_catalogue_is_listed(database: Database) -> None:
         "name": "No-op",
         "description": "No-op capability for testing",
         "status": "available",
+        "icon": "🔘",
+        "category": "basics",
     }
+    assert by_id["http"]["category"] == "web" and by_id["sandbox"]["category"] == "code"
+    assert all(c["icon"] and c["category"] for c in body["items"])
     assert by_id["current_time"]["status"] == "available"
     assert by_id["research"]["status"] == "coming_soon"
 
@@ -249,3 +258,79 @@ def test_every_route_needs_the_token(database: Database, headers: dict[str, str]
         error = response.json()["error"]
         assert error["type"] == "unauthorized" and error["message"]
     assert client.get(f"/v1/agents/{agent_id}", headers=AUTH).json()["name"] == "atlas"
+
+
+def test_a_personas_description_emoji_and_tags_are_set_shown_and_changed(
+    database: Database,
+) -> None:
+    client = _client(database)
+    made = _create(
+        client,
+        "sage",
+        description="Answers questions about the garden.",
+        emoji="🌱",
+        tags=["garden", "home", "garden"],
+    )
+    assert (made["description"], made["emoji"], made["tags"]) == (
+        "Answers questions about the garden.",
+        "🌱",
+        ["garden", "home"],
+    )
+    url = f"/v1/agents/{made['id']}"
+    assert client.get(url, headers=AUTH).json() == made
+    listed = client.get("/v1/agents", headers=AUTH).json()["items"]
+    assert [(a["emoji"], a["tags"]) for a in listed] == [("🌱", ["garden", "home"])]
+
+    changed = client.patch(url, json={"emoji": "🌵", "tags": ["desert"]}, headers=AUTH)
+    assert changed.status_code == 200, changed.text
+    assert changed.json() == {**made, "emoji": "🌵", "tags": ["desert"]}
+    cleared = client.patch(url, json={"description": None, "emoji": None, "tags": []}, headers=AUTH)
+    assert (cleared.json()["description"], cleared.json()["emoji"], cleared.json()["tags"]) == (
+        None,
+        None,
+        [],
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"emoji": "x" * 17},
+        {"emoji": "\n"},
+        {"emoji": ""},
+        {"tags": "garden"},
+        {"tags": [""]},
+        {"tags": ["t" * 65]},
+        {"tags": [f"t{i}" for i in range(33)]},
+        {"tags": None},
+        {"description": "d" * 2_001},
+    ],
+    ids=["emoji-long", "emoji-control", "emoji-empty", "tags-string", "tag-empty", "tag-long",
+         "too-many-tags", "tags-null", "description-long"],
+)  # fmt: skip
+def test_bad_presentation_fields_are_422_and_change_nothing(
+    database: Database, body: dict[str, Any]
+) -> None:
+    client = _client(database)
+    made = _create(client, "sage", emoji="🌱", tags=["garden"])
+    refused = client.patch(f"/v1/agents/{made['id']}", json=body, headers=AUTH)
+    assert refused.status_code == 422, body
+    assert refused.json()["error"]["message"]
+    assert client.get(f"/v1/agents/{made['id']}", headers=AUTH).json() == made
+    if body != {"tags": None}:
+        created = client.post("/v1/agents", json={"name": "other", **body}, headers=AUTH)
+        assert created.status_code == 422, body
+
+
+def test_a_bare_default_model_is_folded_into_the_model_defaults(database: Database) -> None:
+    client = _client(database)
+    bare = _create(client, "bare", default_model="claude-bare")
+    assert bare["model_defaults"] == {"model": "claude-bare"}
+    full = _create(
+        client,
+        "full",
+        default_model="claude-bare",
+        default_model_config={"model": "claude-full", "max_tokens": 2000},
+    )
+    # The configuration's model wins over the bare name, as it does for the persona's sessions.
+    assert full["model_defaults"] == {"model": "claude-full", "max_tokens": 2000}

@@ -236,8 +236,9 @@ def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
     database: Database, clock: FakeClock
 ) -> None:
     """A fast stream of 300 words costs one `step.generating` and at most two deltas; all
-    a turn tells its stream takes three publishes (three Redis round trips), not one per
-    event or per token: the model call's end goes out with the commit's report."""
+    a turn tells its stream takes four publishes (four Redis round trips), not one per
+    event or per token: the model call's end goes out with `turn.completing`, which tells
+    watchers the commit is under way, and the commit's report follows it."""
     rig = build_rig(database, clock)
     session = rig.session()
     rig.model.push(Say(" ".join(f"word{n}" for n in range(300))))
@@ -245,15 +246,17 @@ def test_progress_is_coalesced_and_a_commit_reports_in_one_publish(
     types = rig.publisher.types(session.id)
     assert types.count("step.generating") == 1
     assert 1 <= types.count("message.delta") <= 2
-    assert types[-5:] == [
+    assert types[-6:] == [
         "step.generated",
+        "turn.completing",
         "message.created",
         "message.created",
         "turn.committed",
         "session.completed",
     ]
-    # (session and step started) · (generating + delta) · (delta + generated + the commit)
-    assert rig.publisher.calls == 3 < len(types)
+    # (session and step started) · (generating + delta) · (delta + generated + completing)
+    # · (the commit's report)
+    assert rig.publisher.calls == 4 < len(types)
     assert types[:2] == ["session.started", "step.started"]
 
 
@@ -274,7 +277,7 @@ def test_a_model_calls_end_goes_out_with_what_follows_it(
     database: Database, clock: FakeClock
 ) -> None:
     """`step.generated` waits for the publish that follows it at once: the first tool's
-    `tool.started` after a call that asked for tools, the commit's report after the answer.
+    `tool.started` after a call that asked for tools, `turn.completing` after the answer.
     Nothing is lost or reordered on the stream."""
     lookup = RecordingTool("lookup", answer={"found": 3})
     rig = build_rig(database, clock, tools=[lookup], granted=["lookup"])
@@ -285,8 +288,9 @@ def test_a_model_calls_end_goes_out_with_what_follows_it(
     assert rig.say(session.id, "how many?").status == "committed"
     with_tool = [g for g in grouping.groups if "tool.started" in g]
     assert with_tool and with_tool[0][-2:] == ["step.generated", "tool.started"]
-    last = grouping.groups[-1]
-    assert "step.generated" in last and last[-2:] == ["turn.committed", "session.completed"]
+    completing = grouping.groups[-2]
+    assert completing[-2:] == ["step.generated", "turn.completing"]
+    assert grouping.groups[-1][-2:] == ["turn.committed", "session.completed"]
     flat = [kind for group in grouping.groups for kind in group]
     assert flat.count("step.generated") == 2
     assert flat.index("tool.started") > flat.index("step.generated")

@@ -82,22 +82,30 @@ class AgentRepository:
             raise NotFound(f"no persona with id {agent_id!r}")
         return found
 
-    def set_capabilities(self, agent_id: str, chosen: Sequence[tuple[str, str, str, str]]) -> None:
-        """Give the persona these capabilities (id, name, description, status), in this order.
+    def set_capabilities(
+        self,
+        agent_id: str,
+        chosen: Sequence[tuple[str, str, str, str]],
+        *,
+        looks: Mapping[str, tuple[str | None, str | None]] | None = None,
+    ) -> None:
+        """Give the persona these capabilities (id, name, description, status), in this order;
+        `looks` gives a capability's (icon, category) by id.
 
         The catalogue lives in code; its rows are upserted so the junction's foreign keys hold.
         """
         now = self._clock()
         for capability_id, name, description, status in chosen:
-            statement = upsert_insert(self._conn, capabilities).values(
-                id=capability_id, name=name, description=description, status=status
-            )
-            self._conn.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["id"],
-                    set_={"name": name, "description": description, "status": status},
-                )
-            )
+            icon, category = (looks or {}).get(capability_id, (None, None))
+            fields = {
+                "name": name,
+                "description": description,
+                "status": status,
+                "icon": icon,
+                "category": category,
+            }
+            statement = upsert_insert(self._conn, capabilities).values(id=capability_id, **fields)
+            self._conn.execute(statement.on_conflict_do_update(index_elements=["id"], set_=fields))
         self._conn.execute(
             delete(agent_capabilities).where(agent_capabilities.c.agent_id == agent_id)
         )
@@ -131,6 +139,9 @@ class AgentRepository:
         default_model: str | None = None,
         default_model_config: Mapping[str, Any] | None = None,
         permissions: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        emoji: str | None = None,
+        tags: Sequence[str] = (),
     ) -> AgentRecord:
         """A new persona; LedgerConflict when the name is taken (archived personas too)."""
         now = self._clock()
@@ -142,7 +153,9 @@ class AgentRepository:
             default_model=default_model,
             default_model_config=dict(default_model_config or {}),
             permissions=dict(permissions or {}),
-            tags=[],
+            description=description,
+            emoji=emoji,
+            tags=list(tags),
             status=AgentStatus.ACTIVE,
             created_at=now,
             updated_at=now,
@@ -169,14 +182,18 @@ class AgentRepository:
 
     def update_fields(self, agent_id: str, changes: Mapping[str, Any]) -> AgentRecord:
         """Set exactly the given fields (name, system_prompt, default_model,
-        default_model_config, permissions, status); unlike `configure`, a None default_model
-        clears it. A name another persona holds is LedgerConflict; an unknown id is NotFound."""
+        default_model_config, permissions, description, emoji, tags, status); unlike
+        `configure`, a None default_model (description, emoji) clears it. A name another
+        persona holds is LedgerConflict; an unknown id is NotFound."""
         allowed = {
             "name",
             "system_prompt",
             "default_model",
             "default_model_config",
             "permissions",
+            "description",
+            "emoji",
+            "tags",
             "status",
         }
         unknown = set(changes) - allowed

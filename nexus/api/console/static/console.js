@@ -323,6 +323,8 @@ async function sessionPage(label) {
     else if (type === "step.thinking") status.textContent = "thinking…";
     else if (type === "tool.started") status.textContent = "tool " + (data.name || data.tool_name || "");
     else if (type === "session.started" || type === "step.started") status.textContent = "running…";
+    else if (type === "context.compacting") status.textContent = "compacting (" + (data.trigger || "") + ")…";
+    else if (type === "turn.completing") status.textContent = "completing…";
     else if (type === "session.failed") status.textContent = "failed: " + (data.error || data.message || JSON.stringify(data));
     else if (type === "turn.committed") {
       status.textContent = "committed " + data.turn_id + " (" + data.status + ")";
