@@ -14,6 +14,7 @@ import re
 # the database instead.
 READING = ("select", "with", "values", "table")
 _WORD = re.compile(r"[A-Za-z_]+")
+_LITERAL = "0"  # what a literal's characters become: code, never a word or a `;`
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
@@ -42,11 +43,11 @@ def read_only_statement(query: str) -> str:
 
 
 def _code_only(query: str) -> str:
-    """The query with every string literal, quoted identifier and comment blanked out (each
-    character replaced by a space, so positions hold), as Postgres reads them: nested block
-    comments, E'' strings with backslash escapes, dollar quoting. What is left is code,
-    where a `;` separates statements. An unterminated literal or comment is refused: the
-    database would read the rest differently."""
+    """The query with every string literal and quoted identifier blanked out (each of their
+    characters replaced by `0`) and every comment (by spaces), positions kept, as Postgres
+    reads them: nested block comments, E'' strings with backslash escapes, dollar quoting.
+    What is left is code, where a `;` separates statements. An unterminated literal or
+    comment is refused: the database would read the rest differently."""
     out: list[str] = []
     i, n = 0, len(query)
     while i < n:
@@ -63,11 +64,11 @@ def _code_only(query: str) -> str:
         elif c == "'":
             escapes = i > 0 and query[i - 1] in "eE" and (i < 2 or not _ident(query[i - 2]))
             end = _quoted_end(query, i, "'", backslash=escapes)
-            out.append(" " * (end - i))
+            out.append(_LITERAL * (end - i))
             i = end
         elif c == '"':
             end = _quoted_end(query, i, '"', backslash=False)
-            out.append(" " * (end - i))
+            out.append(_LITERAL * (end - i))
             i = end
         elif c == "$" and (i == 0 or not _ident(query[i - 1])):
             tag = _DOLLAR_TAG.match(query, i)
@@ -79,7 +80,7 @@ def _code_only(query: str) -> str:
             if close < 0:
                 raise SqlRefused("SQL for hooks: a dollar-quoted string is not closed")
             end = close + len(tag.group(0))
-            out.append(" " * (end - i))
+            out.append(_LITERAL * (end - i))
             i = end
         else:
             out.append(c)
