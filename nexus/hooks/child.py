@@ -16,13 +16,13 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
-from nexus.hooks.protocol import receive, result_as_json, send
-from nexus.hooks.spec import HookContext, HookResult
+from nexus.hooks.protocol import info_from_json, receive, result_as_json, send
+from nexus.hooks.spec import HookContext, HookInfo, HookResult, HookSqlError
 from nexus.ledger.records import EventRecord
 
 Evaluate = Callable[[HookContext], HookResult]
@@ -67,6 +67,8 @@ def _call(
             search_events=partial(_search, connection),
             recent_events=partial(_recent, connection),
             llm=partial(_llm, connection),
+            sql=partial(_sql, connection),
+            about_hook=partial(_about_hook, connection),
         )
         _limit_cpu(float(request["timeout_s"]))
         result = evaluate(context)
@@ -132,6 +134,20 @@ def _recent(connection: Connection, limit: int = 20) -> list[EventRecord]:
 
 def _llm(connection: Connection, prompt: str) -> str:
     return str(_ask(connection, "llm", prompt))
+
+
+def _sql(
+    connection: Connection, query: str, params: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    try:
+        rows: list[dict[str, Any]] = _ask(connection, "sql", query, dict(params or {}))
+    except RuntimeError as error:
+        raise HookSqlError(str(error)) from None
+    return rows
+
+
+def _about_hook(connection: Connection) -> HookInfo:
+    return info_from_json(_ask(connection, "hook"))
 
 
 def _exit_with_parent(parent: int) -> None:

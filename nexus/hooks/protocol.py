@@ -12,13 +12,14 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from nexus.hooks.spec import HookResult
+from nexus.hooks.spec import HookInfo, HookResult
 
 # Larger answers are refused (the hook process is then replaced): a hook cannot make the
 # worker buffer without bound.
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 RESULTS: TypeAdapter[HookResult] = TypeAdapter(HookResult)
 STATES: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+INFOS: TypeAdapter[HookInfo] = TypeAdapter(HookInfo)
 
 
 class ProtocolError(Exception):
@@ -68,3 +69,15 @@ def state_from_json(value: Any) -> dict[str, Any]:
         return STATES.validate_python(value)
     except ValidationError as error:
         raise ProtocolError(f"the state is not an object: {error}") from error
+
+
+def info_as_json(info: HookInfo) -> dict[str, Any]:
+    encoded: dict[str, Any] = INFOS.dump_python(info, mode="json")
+    return encoded
+
+
+def info_from_json(value: Any) -> HookInfo:
+    try:
+        return INFOS.validate_python(value)
+    except ValidationError as error:
+        raise ProtocolError(f"not a HookInfo: {error}") from error

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from nexus.hooks.pool import HookPool
 from nexus.hooks.protocol import (
     ProtocolError,
+    info_as_json,
     receive,
     result_from_json,
     send,
     state_from_json,
 )
-from nexus.hooks.spec import HookContext, HookResult
+from nexus.hooks.spec import HookContext, HookResult, HookSqlError
 
 if TYPE_CHECKING:
     from nexus.hooks.evaluator import Invocation
@@ -195,9 +196,15 @@ def _answer(context: HookContext, message: dict[str, Any]) -> dict[str, Any]:
             value = [e.model_dump(mode="json") for e in context.recent_events(_limit(args[0]))]
         elif fn == "llm" and _shape(args, str):
             value = context.llm(args[0])
+        elif fn == "sql" and _shape(args, str, dict):
+            value = context.sql(args[0], args[1])
+        elif fn == "hook" and _shape(args):
+            value = info_as_json(context.hook)
         else:
             raise TypeError(f"no call {fn!r} with arguments {args!r}")
         return {"op": "answer", "value": value}
+    except HookSqlError as error:  # its message is the whole story, for the hook to raise
+        return {"op": "answer", "error": str(error)}
     except Exception as error:
         return {"op": "answer", "error": f"{type(error).__name__}: {error}"}
 

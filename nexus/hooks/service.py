@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import structlog
@@ -13,11 +13,12 @@ from nexus.arrival.service import DENIED, QUEUED, ArrivalSignals, queue_for
 from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy, arrival
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.engine.model import ModelDone, ModelPort, ModelRequest
+from nexus.engine.model import ModelPort
 from nexus.hooks.breaker import COOL_DOWN_MS, Breaker, admit
 from nexus.hooks.cron import cron_matches
 from nexus.hooks.evaluator import Invocation, evaluate_all
 from nexus.hooks.loader import LoadedHook
+from nexus.hooks.lookups import SQL_TIMEOUT_MS, HookLookups
 from nexus.hooks.pool import HookPool
 from nexus.hooks.settle import settle
 from nexus.hooks.spec import HookContext, HookResult, Routing
@@ -55,6 +56,8 @@ class HookRunner:
     # the running turn's signals and the session's stream.
     queueing: QueuePolicy = SHIPPED_QUEUE_POLICY
     signals: ArrivalSignals | None = None
+    # How long one `ctx.sql` query may run before it is cut.
+    sql_timeout_ms: int = SQL_TIMEOUT_MS
 
     def sync(self) -> list[str]:
         """The hooks table follows the loaded directory; returns the hooks it disabled.
@@ -106,17 +109,10 @@ class HookRunner:
         if hook is None:
             known = ", ".join(sorted(h.meta.name for h in self.hooks)) or "none"
             raise KeyError(f"no hook named {name!r} (loaded: {known})")
-        with self.database.unit_of_work() as uow:
+        with self.database.reading() as uow:
             row = uow.ledger.hooks.get(name)
-        state = dict(row.state) if row is not None else {}
-        context = HookContext(
-            event=event,
-            now_ms=self.clock(),
-            minute_ms=_timer_minute(event),
-            state=state,
-            search_events=self._search,
-            recent_events=self._recent,
-            llm=self._llm,
+        context = self.lookups.context(
+            event, name=name, row=row, now_ms=self.clock(), minute_ms=_timer_minute(event)
         )
         [invocation] = evaluate_all([hook], lambda _: context, now_ms=self.clock, pool=self.pool)
         return invocation, _as_json(invocation.result)
@@ -185,43 +181,20 @@ class HookRunner:
             uow.commit()
         return recorded
 
+    @cached_property
+    def lookups(self) -> HookLookups:
+        """What the hooks' contexts reach: the ledger (search, SQL, themselves), the model."""
+        return HookLookups(
+            self.database,
+            llm_port=self.llm_port,
+            llm_model=self.llm_model,
+            sql_timeout_ms=self.sql_timeout_ms,
+        )
+
     def _context(self, event: EventRecord, row: HookRecord, minute: int | None) -> HookContext:
-        return HookContext(
-            event=event,
-            now_ms=self.clock(),
-            minute_ms=minute,
-            # A copy to the bottom: what the call changes is found by comparing with the row.
-            state=copy.deepcopy(row.state),
-            search_events=self._search,
-            recent_events=self._recent,
-            llm=self._llm,
+        return self.lookups.context(
+            event, name=row.name, row=row, now_ms=self.clock(), minute_ms=minute
         )
-
-    def _search(self, query: str, limit: int = 10) -> list[EventRecord]:
-        with self.database.unit_of_work() as uow:
-            return uow.ledger.events.search(query, limit=limit)
-
-    def _recent(self, limit: int = 20) -> list[EventRecord]:
-        with self.database.unit_of_work() as uow:
-            return uow.ledger.events.recent(limit=limit)
-
-    def _llm(self, prompt: str) -> str:
-        if self.llm_port is None:
-            raise RuntimeError("no model is configured for hooks")
-        request = ModelRequest(
-            model=self.llm_model,
-            system="Answer briefly.",
-            messages=({"role": "user", "content": [{"type": "text", "text": prompt}]},),
-            max_tokens=512,
-        )
-        stream = self.llm_port().stream(request)
-        try:
-            for item in stream:
-                if isinstance(item, ModelDone):
-                    return item.text
-        finally:
-            stream.close()
-        return ""
 
     def _settle(
         self,

@@ -41,8 +41,9 @@ PUBLIC_TABLES = {
 def _not_search_machinery(name: str | None, kind: str, parent: object) -> bool:
     """Full-text search plumbing the models don't map: SQLite's FTS5 tables, Postgres' index."""
     if kind == "index":
-        return name != "ix_messages_search"
-    return not (kind == "table" and name is not None and name.startswith("messages_fts"))
+        return name not in {"ix_messages_search", "ix_events_search"}
+    fts = ("messages_fts", "events_fts")
+    return not (kind == "table" and name is not None and name.startswith(fts))
 
 
 def test_migrated_schema_matches_the_models(database: Database) -> None:

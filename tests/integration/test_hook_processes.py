@@ -15,7 +15,7 @@ import pytest
 from nexus.hooks.evaluator import Invocation, evaluate_all
 from nexus.hooks.loader import LoadedHook, load_hooks
 from nexus.hooks.pool import HookPool
-from nexus.hooks.spec import HookContext
+from nexus.hooks.spec import HookContext, HookInfo, HookSqlError, LastRun
 from nexus.ledger.records import EventRecord
 
 T0 = 1_767_225_600_000
@@ -92,6 +92,21 @@ HOOK = HookMeta(name="nonsense")
 def evaluate(ctx):
     return "fire"
 """,
+    "self_aware": """
+HOOK = HookMeta(name="self_aware")
+def evaluate(ctx):
+    rows = ctx.sql("SELECT :n AS n", {"n": 3})
+    try:
+        ctx.sql("DELETE FROM events")
+        refused = None
+    except HookSqlError as error:
+        refused = str(error)
+    me = ctx.hook
+    return HookResult(extracted={
+        "rows": rows, "refused": refused, "name": me.name, "saved": dict(me.saved_state),
+        "last": me.last_run.event_id, "last_result": dict(me.last_run.result),
+    })
+""",
     "quitter": """
 HOOK = HookMeta(name="quitter")
 def evaluate(ctx):
@@ -138,9 +153,22 @@ def _context_for(text: str = "hi", state: dict[str, Any] | None = None) -> Any:
             search_events=lambda query, limit: [_event(f"s:{query}:{limit}", "found")],
             recent_events=lambda limit: [_event(f"r:{n}", "recent") for n in range(limit)],
             llm=lambda prompt: f"model says: {prompt}",
+            sql=_sql,
+            about_hook=lambda: HookInfo(
+                name=hook.meta.name,
+                registered=True,
+                saved_state={"before": 1},
+                last_run=LastRun("e0", T0 - 1, 3, True, {"fire": True}, None),
+            ),
         )
 
     return context
+
+
+def _sql(query: str, params: Any = None) -> list[dict[str, Any]]:
+    if not query.startswith("SELECT"):
+        raise HookSqlError("SQL for hooks is read-only: DELETE is not allowed")
+    return [{"query": query, "params": params}]
 
 
 def _run(pool: HookPool | None, *chosen: LoadedHook, text: str = "hi") -> list[Invocation]:
@@ -235,6 +263,23 @@ def test_results_state_lookups_and_errors_are_the_same_as_on_threads(
     assert router[2] == {"seen": 1}
     assert raiser[:3] == ("KeyError: 'oops'", None, {"gone": 1, "tried": True})
     assert nonsense[0] == "TypeError: evaluate returned str, not HookResult"
+
+
+def test_sql_and_what_a_hook_knows_of_itself_are_asked_of_the_worker(
+    hooks: dict[str, LoadedHook], pool: HookPool
+) -> None:
+    (in_process,) = _run(pool, hooks["self_aware"])
+    (on_thread,) = _run(None, hooks["self_aware"])
+    assert in_process.error is None and in_process.result is not None
+    assert (in_process.result, in_process.error) == (on_thread.result, on_thread.error)
+    assert in_process.result.extracted == {
+        "rows": [{"query": "SELECT :n AS n", "params": {"n": 3}}],
+        "refused": "SQL for hooks is read-only: DELETE is not allowed",
+        "name": "self_aware",
+        "saved": {"before": 1},
+        "last": "e0",
+        "last_result": {"fire": True},
+    }
 
 
 def test_a_hook_asks_the_worker_only_for_what_a_hook_may_have(

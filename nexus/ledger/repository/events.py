@@ -14,7 +14,6 @@ from sqlalchemy import (
     bindparam,
     case,
     exists,
-    func,
     or_,
     select,
     update,
@@ -29,6 +28,7 @@ from nexus.ledger.records import EntityRecord, EventDraft, EventRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository.event_search import search_events
 
 events = table_of(Event)
 hooks = table_of(Hook)
@@ -378,19 +378,9 @@ class EventRepository:
         return merged(lineage_of(row.adapter, row.payload) for row in rows)
 
     def search(self, query: str, *, limit: int = 10) -> list[EventRecord]:
-        """Inbound events whose text contains any of the query's words, newest first."""
-        words = [word for word in query.lower().split() if len(word) > 1][:8]
-        if not words:
-            return []
-        condition = or_(*(func.lower(events.c.text).contains(word) for word in words))
-        rows = self._conn.execute(
-            select(*_RECORD_COLUMNS)
-            .where(events.c.direction == "inbound")
-            .where(condition)
-            .order_by(events.c.received_at.desc())
-            .limit(limit)
-        )
-        return [to_record(EventRecord, row) for row in rows]
+        """Inbound events with a word that starts with one of the query's words, newest
+        first, through the full-text index (nexus/ledger/repository/event_search.py)."""
+        return search_events(self._conn, query, limit=limit)
 
     def recent(self, *, limit: int = 20) -> list[EventRecord]:
         rows = self._conn.execute(_RECENT, {"limit": limit})

@@ -163,6 +163,16 @@ class HookRepository:
         )
         return [dict(row._mapping) for row in rows]
 
+    def last_invocation(self, name: str) -> dict[str, Any] | None:
+        """The hook's latest invocation (by when it started), or None before its first."""
+        row = self._conn.execute(
+            select(invocations)
+            .where(invocations.c.hook_name == name)
+            .order_by(invocations.c.started_at.desc(), invocations.c.id.desc())
+            .limit(1)
+        ).first()
+        return None if row is None else dict(row._mapping)
+
     def set_enabled(self, name: str, enabled: bool) -> HookRecord | None:
         """Switch a hook on or off by hand; None when there is no such hook. The breaker is
         left as it is: re-enabling does not pretend the errors never happened."""

@@ -58,9 +58,10 @@ def _ctx(event: EventRecord, *, llm: str = "no", minute: int | None = None) -> H
     )
 
 
-def test_all_five_patterns_load() -> None:
+def test_all_six_patterns_load() -> None:
     assert set(_hooks()) == {
         "heartbeat",
+        "invoice-extraction",
         "reminder-once",
         "stripe-high-value",
         "twofa-classifier",
@@ -110,3 +111,37 @@ def test_one_shot_reminder_is_one_shot_and_scheduled() -> None:
     hook = _hooks()["reminder-once"]
     assert hook.meta.mode.value == "one-shot" and hook.meta.schedule == "0 9 1 12 *"
     assert hook.evaluate(_ctx(_event(adapter="timer"), minute=T0)).fire
+
+
+def test_hybrid_filters_first_and_asks_the_model_only_to_extract() -> None:
+    hook = _hooks()["invoice-extraction"]
+    asked: list[str] = []
+    answer = (
+        "Here it is:\n```json\n"
+        '{"vendor": "ACME", "amount": 1200.5, "currency": "USD", "due_date": "2026-02-01", '
+        '"note": "dropped"}\n```'
+    )
+
+    def ctx(text: str, reply: str = answer, **fields: Any) -> HookContext:
+        context = _ctx(_event(text=text, **fields))
+        context.llm = lambda prompt: asked.append(prompt) or reply  # type: ignore[func-returns-value]
+        return context
+
+    # The deterministic pre-filter: no bill word, no amount, or not inbound: no model call.
+    assert not hook.evaluate(ctx("lunch at noon? $12 each")).fire
+    assert not hook.evaluate(ctx("the invoice template is in the drive")).fire
+    assert not hook.evaluate(ctx("invoice for $1,200.50 sent", direction="outbound")).fire
+    assert asked == []
+    # What passes is read by the model, and its fields are what the hook extracts.
+    fired = hook.evaluate(ctx("ACME invoice: $1,200.50 due Feb 1"))
+    assert len(asked) == 1 and asked[0].endswith("ACME invoice: $1,200.50 due Feb 1")
+    assert fired.fire and fired.routing is not None and fired.routing.target == "finance"
+    assert fired.extracted == {
+        "vendor": "ACME",
+        "amount": 1200.5,
+        "currency": "USD",
+        "due_date": "2026-02-01",
+    }
+    # The model may still say no: then nothing fires.
+    assert not hook.evaluate(ctx("pay the bill of 30 EUR to Bob", reply="null")).fire
+    assert len(asked) == 2
