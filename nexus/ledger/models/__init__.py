@@ -8,6 +8,7 @@ from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
 from nexus.ledger.models.queue import QueueItem
+from nexus.ledger.models.session_events import SessionEvent
 from nexus.ledger.models.sessions import Session, SessionAlias, SessionHistory, SessionTask
 from nexus.ledger.models.turns import Compaction, Message, Thread, ToolCall, Turn
 
@@ -33,6 +34,7 @@ __all__ = [
     "QueueItem",
     "Session",
     "SessionAlias",
+    "SessionEvent",
     "SessionHistory",
     "SessionTask",
     "StoredFile",
