@@ -1,7 +1,7 @@
 """A session's kept stream events: appended with a turn's commit, read back in order.
 
 Append-only by construction: this module is the only SQL that touches `session_events`,
-and it has no UPDATE and no DELETE.
+and it only inserts and reads.
 """
 
 from __future__ import annotations
