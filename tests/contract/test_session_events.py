@@ -24,7 +24,9 @@ from tests.support import FakeClock, new_session
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _rig(database: Database, clock: FakeClock, **options: object) -> tuple[Rig, InProcessCoordination]:
+def _rig(
+    database: Database, clock: FakeClock, **options: object
+) -> tuple[Rig, InProcessCoordination]:
     rig = build_rig(database, clock, **options)  # type: ignore[arg-type]
     coordination = InProcessCoordination()
     rig.engine.publisher = coordination  # the stream as the SSE route reads it, marks and all
