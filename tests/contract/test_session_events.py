@@ -87,7 +87,7 @@ def test_a_failed_attempt_keeps_nothing_and_its_events_stay_unnumbered(
 ) -> None:
     rig, coordination = _rig(database, clock)
     session = rig.session()
-    rig.model.push(Fail(ModelError("overloaded", "busy"), partial_text="Half"))
+    rig.model.push(Fail(ModelError("rate_limit", "busy"), partial_text="Half"))
     rig.say(session.id, "try")
     assert _kept(database, session.id) == []
     assert all(not Mark.read(e.at).sequence for e in _live(coordination, session.id))
