@@ -4,14 +4,19 @@ the ledger, in order and once, then continues live — on Redis and on the in-pr
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from nexus.adapters.redis_coordination import RedisCoordination
+from nexus.bootstrap import bootstrap
 from nexus.db import Database
-from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.doorbell import RecordingDoorbell
 from nexus.engine.scripted import CallTools, Say
+from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.settings import Settings
 from tests.contract.engine_support import (
     RecordingTool,
     Rig,
@@ -19,13 +24,23 @@ from tests.contract.engine_support import (
     capabilities_with,
     registry_with,
 )
-from tests.integration.test_sse_streams import (  # noqa: F401 (fixtures)
-    Listener,
-    Served,
-    ledger,
-    served,
-)
+from tests.integration.test_sse_streams import Listener, Served, _serve
 from tests.support import FakeClock
+
+
+@pytest.fixture
+def served(tmp_path: Path, sqlite_template: Path, coordination: Coordination) -> Iterator[Served]:
+    shutil.copyfile(sqlite_template, tmp_path / "nexus.db")
+    database = Database(f"sqlite:///{tmp_path / 'nexus.db'}")
+    graph = bootstrap(
+        Settings(api_tokens="tok"),
+        database=database,
+        doorbell=RecordingDoorbell(),
+        coordination=coordination,
+    )
+    with _serve(graph) as served:
+        yield served
+    database.dispose()
 
 
 def _lose_stream(coordination: Coordination, session_id: str) -> None:
@@ -38,10 +53,10 @@ def _lose_stream(coordination: Coordination, session_id: str) -> None:
 
 
 @pytest.fixture
-def rig(served: Served) -> Iterator[Rig]:
+def rig(served: Served) -> Rig:
     rig = build_rig(served.graph.database, FakeClock())
     rig.engine.publisher = served.graph.coordination  # as a worker publishes
-    yield rig
+    return rig
 
 
 def _kept(database: Database, session_id: str) -> list[tuple[int, str, str | None]]:
