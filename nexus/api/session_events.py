@@ -1,5 +1,5 @@
 """GET /v1/sessions/{label}/events: a session's kept stream events, page by page (the SSE
-stream's reconnect reads them too: nexus/api/stream_replay.py; docs/api.md, "Session
+stream's reconnect reads them too: nexus/api/stream_replay.py; docs/operations.md, "Session
 events")."""
 
 from __future__ import annotations

@@ -221,7 +221,7 @@ async def stream(
     comment every 15 s while quiet; it stays open until the client leaves. Reconnect with
     `Last-Event-ID` (or `?last_event_id=` where a client cannot set headers; the header
     wins) to replay what was missed: from Redis while it has it (an hour, 1,000 events),
-    else every kept event from the ledger (docs/api.md, "Session events"), then live."""
+    else every kept event from the ledger (docs/operations.md, "Session events"), then live."""
     # Stream ids carry the wall clock of whoever wrote them (Redis, or this process).
     resume = _resume_from(now_ms(), last_event_id, last_event_id_query)
     # Served on the event loop: an open stream holds a socket, never a worker thread.

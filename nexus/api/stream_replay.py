@@ -1,6 +1,6 @@
 """The SSE stream's replay: where a (re)connecting client starts, and the frames it gets —
 the ledger's kept events when Redis no longer has what it missed, then Redis's entries as
-they come, each kept event once (docs/api.md, "Session events")."""
+they come, each kept event once (docs/operations.md, "Session events")."""
 
 from __future__ import annotations
 

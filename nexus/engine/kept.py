@@ -1,4 +1,4 @@
-"""A committed turn's stream events, kept in the ledger by its commit (docs/api.md,
+"""A committed turn's stream events, kept in the ledger by its commit (docs/operations.md,
 "Session events")."""
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ class Engine:
         # `session.started` goes out with the turn's first publish (the model call's
         # `step.started`), one round trip for both.
         # The turn's own events (not the leading ones) are marked as they go and kept by
-        # its commit, in the ledger (docs/api.md, "Session events").
+        # its commit, in the ledger (docs/operations.md, "Session events").
         kept = KeptEvents(session_id, turn_id, skip=len(leading))
         leading_publisher = LeadingPublisher(
             KeepingPublisher(self.publisher, kept),

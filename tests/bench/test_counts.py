@@ -35,7 +35,7 @@ BURST_CEILINGS = {"sql": 8.0, "commits": 2.0, "redis": 6.0}
 # steer inbox are first asked a poll interval after the clear, the question whether a
 # steer waits for the answer included), so a change that adds a statement or a round trip
 # to the path fails here and says where. Then +1 statement per turn: a committed turn keeps
-# its stream events in the ledger (docs/api.md, "Session events") with one multi-row INSERT
+# its stream events in the ledger (docs/operations.md, "Session events") with one multi-row INSERT
 # in its commit's transaction — no transaction and no round trip to Redis more; the
 # sequences come from the statement itself. (Measured before it: 10.2 per event, already
 # past the 9.5 written here then; with it: 11.2.)

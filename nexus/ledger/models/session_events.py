@@ -13,7 +13,7 @@ from nexus.ledger.models.base import Base, Millis
 class SessionEvent(Base):
     """One stream event, append-only: rows are inserted with their turn's commit and never
     updated or deleted. `sequence` counts a session's events from 1, without gaps; a turn's
-    events are consecutive and in the order they were published (docs/api.md, "Session
+    events are consecutive and in the order they were published (docs/operations.md, "Session
     events")."""
 
     __tablename__ = "session_events"
