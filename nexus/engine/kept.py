@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from nexus.db import UnitOfWork
 from nexus.engine.stream import (
     SESSION_COMPLETED,
@@ -37,7 +40,7 @@ def keep_turn_events(
     ran = report.kept.take()
     after = [*reported, ending]
     sequences = uow.ledger.session_events.append(
-        session_id, turn_id, [(event.type, event.data) for event in (*ran, *after)]
+        session_id, turn_id, [(event.type, as_sent(event.data)) for event in (*ran, *after)]
     )
     marked = [
         event._replace(at=Mark(sequence=sequence).text())
@@ -45,3 +48,26 @@ def keep_turn_events(
     ]
     report.ending = marked[-1]
     return marked[:-1]
+
+
+def as_sent(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` as the stream sent it (JSON, anything else as its text), without NUL, which
+    Postgres's JSONB refuses: a kept event never fails its turn's commit."""
+    found: dict[str, Any] = json.loads(json.dumps(data, default=str), object_hook=_no_nul)
+    return found
+
+
+def _no_nul(found: dict[str, Any]) -> dict[str, Any]:
+    return {_text(key): _value(value) for key, value in found.items()}
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, list):
+        return [_value(item) for item in value]
+    return value
+
+
+def _text(value: str) -> str:
+    return value.replace("\x00", "\ufffd")

@@ -3,8 +3,11 @@ running turn's events are marked and kept for its commit."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from nexus.engine.kept import as_sent
 from nexus.engine.stream import (
     KeepingPublisher,
     KeptEvents,
@@ -72,3 +75,12 @@ def test_what_a_leading_publisher_holds_is_kept_when_the_commit_asks() -> None:
     leading.flush()  # goes out marked, and is not kept twice
     assert inner.types() == ["session.started", "step.started", "step.generated"]
     assert len(kept.events) == 3
+
+
+def test_kept_data_is_what_the_stream_sent_without_nul() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    assert as_sent({"at": when, "n": 1, "deep": [{"t\x00": "a\x00b"}]}) == {
+        "at": str(when),
+        "n": 1,
+        "deep": [{"t\ufffd": "a\ufffdb"}],
+    }
