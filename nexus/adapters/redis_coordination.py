@@ -213,12 +213,14 @@ class RedisCoordination:
 
     def _add_events(self, pipe: Any, events: Sequence[StreamEvent]) -> None:
         keys: dict[str, None] = {}
-        for session_id, event_type, data in events:
-            key = self._key("stream", session_id)
+        for event in events:
+            key = self._key("stream", event.session_id)
             keys[key] = None
-            fields = {"type": event_type, "data": json.dumps(data, default=str)}
+            fields = {"type": event.type, "data": json.dumps(event.data, default=str)}
+            if event.at:  # where the ledger keeps it: a reconnect after a flush reads there
+                fields["at"] = event.at
             pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)
-            self._follow(pipe, StreamEvent(session_id, event_type, data))
+            self._follow(pipe, event)
         for key in keys:
             pipe.expire(key, STREAM_TTL_S)
 
@@ -284,6 +286,15 @@ class RedisCoordination:
             if entries or time.monotonic() >= deadline:
                 return entries
 
+    async def stream_holds_async(self, session_id: str, stream_id: str) -> bool:
+        client = self._stream_client()
+        key = self._key("stream", session_id)
+        try:
+            found: Any = await client.xrange(key, min=stream_id, max=stream_id, count=1)
+        except _UNREACHABLE as error:
+            raise CoordinationUnavailable(f"Redis: {type(error).__name__}") from error
+        return bool(found)
+
     def _stream_client(self) -> redis.asyncio.Redis:
         loop = asyncio.get_running_loop()
         with self._clients_lock:
@@ -312,7 +323,12 @@ def _entries(found: Any) -> list[StreamEntry]:
         for entry_id, fields in items:
             decoded = {_text(k): _text(v) for k, v in fields.items()}
             entries.append(
-                StreamEntry(_text(entry_id), decoded["type"], json.loads(decoded["data"]))
+                StreamEntry(
+                    _text(entry_id),
+                    decoded["type"],
+                    json.loads(decoded["data"]),
+                    decoded.get("at", ""),
+                )
             )
     return entries
 

@@ -24,6 +24,7 @@ from nexus.api import (
     operator,
     routing,
     session_detail,
+    session_events,
     sessions,
     turns,
     usage,
@@ -109,6 +110,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         entities,
         aliases,
         sessions,
+        session_events,  # /v1/sessions/{label}/events: before session_detail's catch-all
         workers,  # /v1/sessions/{label}/workers and /cancel: before session_detail's catch-all
         session_detail,
         agents,

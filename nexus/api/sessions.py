@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncIterator
 from functools import partial
 from typing import Annotated
@@ -14,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from nexus.agents.tree import session_tree
+from nexus.api import stream_replay
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
 from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body, error_responses
 from nexus.api.model_settings import check_model
@@ -45,10 +45,10 @@ from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
 from nexus.ledger.repository import LabelTaken, NotFound
 from nexus.ledger.strings import PersonaName, QueueItemId
-from nexus.queueing.coordination import Coordination, CoordinationUnavailable
+from nexus.queueing.coordination import CoordinationUnavailable
 from nexus.queueing.pending import places
 from nexus.queueing.running import RunningTurn
-from nexus.queueing.stream_log import BadStreamId, parse_stream_id
+from nexus.queueing.stream_log import BadStreamId, ResumeId, parse_resume_id
 from nexus.sessions.rollback import NotInChain, TurnRunning, rollback
 
 log = structlog.get_logger(__name__)
@@ -267,14 +267,16 @@ async def stream(
     """Server-sent events for the session (docs/engine.md, "The stream"), with a
     comment every 15 s while quiet; it stays open until the client leaves. Reconnect with
     `Last-Event-ID` (or `?last_event_id=` where a client cannot set headers; the header
-    wins) to replay what was missed while it is kept (an hour, 1,000 events)."""
+    wins) to replay what was missed: from Redis while it has it (an hour, 1,000 events),
+    else every kept event from the ledger (docs/operations.md, "Session events"), then live."""
     # Stream ids carry the wall clock of whoever wrote them (Redis, or this process).
-    after = _resume_from(now_ms(), last_event_id, last_event_id_query)
+    resume = _resume_from(now_ms(), last_event_id, last_event_id_query)
     # Served on the event loop: an open stream holds a socket, never a worker thread.
     session = await run_in_threadpool(_session, graph.database, label)
-    coordination = graph.coordination
     try:
-        after = after or await coordination.stream_tail_async(session.id)
+        start = await stream_replay.stream_start(
+            graph.database, graph.coordination, session.id, resume
+        )
     except CoordinationUnavailable:
         return JSONResponse(
             error_body("unavailable", "the session stream is unreachable; retry later"),
@@ -282,13 +284,13 @@ async def stream(
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     return StreamingResponse(
-        _events(coordination, session.id, after),
+        _events(graph, session.id, start),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def _resume_from(now_ms: int, header: str | None, query: str | None) -> str | None:
+def _resume_from(now_ms: int, header: str | None, query: str | None) -> ResumeId | None:
     """The id to resume after, if the client gave one (the header last, so it wins). A
     malformed one is a 400, never a silent replay from elsewhere: that would be a gap or
     duplicates."""
@@ -296,30 +298,19 @@ def _resume_from(now_ms: int, header: str | None, query: str | None) -> str | No
     for where, given in (("last_event_id", query), ("the Last-Event-ID header", header)):
         if given is not None:
             try:
-                after = parse_stream_id(given, now_ms=now_ms)
+                after = parse_resume_id(given, now_ms=now_ms)
             except BadStreamId as error:
                 raise ApiError(400, "invalid_last_event_id", f"{where}: {error}") from error
     return after
 
 
-async def _events(coordination: Coordination, session_id: str, after: str) -> AsyncIterator[str]:
+async def _events(
+    graph: Nexus, session_id: str, start: stream_replay.StreamStart
+) -> AsyncIterator[str]:
     """Runs on the event loop; Starlette cancels it when the client goes away."""
     yield f"retry: {RECONNECT_MS}\n\n"
-    while True:
-        try:
-            entries = await coordination.read_stream_async(session_id, after, block_ms=KEEPALIVE_MS)
-        except CoordinationUnavailable as error:
-            # End the stream: the client reconnects after `retry` with its Last-Event-ID and
-            # misses nothing that Redis kept.
-            log.warning("stream_unavailable", session_id=session_id, error=str(error))
-            return
-        if not entries:
-            yield ": keep-alive\n\n"
-            continue
-        for entry in entries:
-            data = json.dumps(entry.data, separators=(",", ":"), default=str)
-            yield f"id: {entry.id}\nevent: {entry.type}\ndata: {data}\n\n"
-            after = entry.id
+    async for chunk in stream_replay.stream_events(graph, session_id, start, block_ms=KEEPALIVE_MS):
+        yield chunk
 
 
 # -- the queue, the tree, compaction -----------------------------------------------------------

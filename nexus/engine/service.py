@@ -23,6 +23,7 @@ from nexus.engine.context import AssembledContext, assemble
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.credentials import NoSecrets, SecretSource
 from nexus.engine.drafts import answer_draft, compaction_draft, refused_result, size_compaction
+from nexus.engine.kept import keep_turn_events
 from nexus.engine.model import ModelPort
 from nexus.engine.model_config import (
     DEFAULT_MAX_TOKENS,
@@ -50,6 +51,8 @@ from nexus.engine.stream import (
     SESSION_FAILED,
     SESSION_STARTED,
     TURN_COMPLETING,
+    KeepingPublisher,
+    KeptEvents,
     LeadingPublisher,
     NullPublisher,
     Report,
@@ -229,12 +232,16 @@ class Engine:
         }
         # `session.started` goes out with the turn's first publish (the model call's
         # `step.started`), one round trip for both.
+        # The turn's own events (not the leading ones) are marked as they go and kept by
+        # its commit, in the ledger (docs/operations.md, "Session events").
+        kept = KeptEvents(session_id, turn_id, skip=len(leading))
         leading_publisher = LeadingPublisher(
-            self.publisher, [*leading, StreamEvent(session_id, SESSION_STARTED, started)]
+            KeepingPublisher(self.publisher, kept),
+            [*leading, StreamEvent(session_id, SESSION_STARTED, started)],
         )
         # What the turn's commit reports goes out with how the session ended, one publish,
         # and only then the doorbells the commit rang.
-        report = Report()
+        report = Report(kept=kept)
         try:
             outcome = dataclasses.replace(self, publisher=leading_publisher)._answer(
                 session_id,
@@ -259,7 +266,8 @@ class Engine:
             outcome.result is None or outcome.result.status != TurnStatus.FAILED
         )
         report.events.append(
-            StreamEvent(
+            report.ending
+            or StreamEvent(
                 session_id,
                 SESSION_COMPLETED if ended else SESSION_FAILED,
                 {"turn_id": outcome.turn_id, "status": outcome.status},
@@ -498,6 +506,7 @@ class Engine:
             config=config,
             prices=self.prices,
         )
+        kept: list[StreamEvent] = []
         with self.database.unit_of_work() as uow:
             if failed:
                 # Off the chain, kept for audit; the input stays queued for another attempt.
@@ -526,11 +535,13 @@ class Engine:
                 )
                 for hook in self.commit_hooks:
                     hook(uow, snapshot.session, turn_id, result, known)
+                events = reported(draft, outcome, result.status.value)
+                kept = keep_turn_events(uow, report, turn_id, events, self.publisher)
             uow.commit(hold=report.rings)
         if outcome.status == "committed":
             if outcome.view is not None:
                 self.contexts.advance(snapshot.session.id, outcome.view)
-            report.events.extend(reported(draft, outcome, result.status.value))
+            report.events.extend(kept)
         return outcome.status
 
     # -- compaction --------------------------------------------------------------------------

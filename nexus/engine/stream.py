@@ -49,6 +49,8 @@ class StreamEvent(NamedTuple):
     session_id: str
     type: str
     data: dict[str, Any]
+    # Where the event sits in the ledger's copy (see `Mark`): "" for an event not kept.
+    at: str = ""
 
 
 class StreamPublisher(Protocol):
@@ -93,6 +95,11 @@ class LeadingPublisher:
         """Send `events` first with the next publish (or the flush), not now."""
         self._held.extend(events)
 
+    def keep_held(self, kept: KeptEvents) -> None:
+        """Mark and keep what is held now as the turn's (its commit is about to keep the
+        turn's events; these go out after it, with its report)."""
+        self._held = kept.mark(self._held)
+
     def flush(self) -> None:
         """Send what is still held (nothing else was published)."""
         if self._held:
@@ -109,6 +116,10 @@ class Report:
 
     events: list[StreamEvent] = field(default_factory=list)
     rings: list[Callable[[], None]] = field(default_factory=list)
+    # The turn's events so far, which its commit keeps in the ledger (none: nothing kept).
+    kept: KeptEvents | None = None
+    # How the run ended, when the commit decided it and kept it (`session.completed`).
+    ending: StreamEvent | None = None
 
     def send(self, publisher: StreamPublisher) -> None:
         """Publish the events, then ring (each ring whatever the publish or the others do)."""
@@ -121,6 +132,80 @@ class Report:
             log.warning("turn_report_unpublished", events=len(events), exc_info=True)
         finally:
             run_after_commit(self.rings)
+
+
+class Mark(NamedTuple):
+    """Where a stream event is in the ledger's `session_events`, carried beside it on the
+    stream (never in its data): `s{sequence}` for a kept event published after its commit,
+    `t{turn_id}:{n}` for the n-th event a running turn published (its turn's commit keeps
+    it as the turn's n-th row). The SSE route makes event ids of these (nexus/api)."""
+
+    sequence: int | None = None
+    turn_id: str | None = None
+    n: int | None = None
+
+    def text(self) -> str:
+        if self.sequence is not None:
+            return f"s{self.sequence}"
+        if self.turn_id is not None and self.n is not None:
+            return f"t{self.turn_id}:{self.n}"
+        return ""
+
+    @classmethod
+    def read(cls, at: str) -> Mark:
+        """The mark an entry carries ("" or anything unreadable: none)."""
+        if at.startswith("s") and at[1:].isdigit():
+            return cls(sequence=int(at[1:]))
+        turn, colon, n = at[1:].partition(":")
+        if at.startswith("t") and colon and turn and n.isdigit():
+            return cls(turn_id=turn, n=int(n))
+        return cls()
+
+
+@dataclass
+class KeptEvents:
+    """What a turn published on its session's stream, in order, for its commit to keep."""
+
+    session_id: str
+    turn_id: str
+    skip: int = 0  # the first events through are not the turn's (a run's leading ones)
+    events: list[StreamEvent] = field(default_factory=list)
+    closed: bool = False  # taken by the commit: later events are not the turn's
+
+    def mark(self, events: Sequence[StreamEvent]) -> list[StreamEvent]:
+        """`events` as published: each of the turn's own gets its `t{turn}:{n}` mark and
+        is kept; others (another session's, already marked, leading) pass as they are."""
+        marked: list[StreamEvent] = []
+        for event in events:
+            if self.skip:
+                self.skip -= 1
+            elif not self.closed and not event.at and event.session_id == self.session_id:
+                event = event._replace(at=Mark(turn_id=self.turn_id, n=len(self.events) + 1).text())
+                self.events.append(event)
+            marked.append(event)
+        return marked
+
+    def take(self) -> list[StreamEvent]:
+        """The turn's events so far; nothing published later joins them."""
+        self.closed = True
+        return list(self.events)
+
+
+class KeepingPublisher:
+    """Marks and keeps a running turn's events (KeptEvents) on their way to `inner`."""
+
+    def __init__(self, inner: StreamPublisher, kept: KeptEvents) -> None:
+        self._inner = inner
+        self.kept = kept
+
+    def publish(self, session_id: str, event_type: str, data: dict[str, Any]) -> None:
+        self.publish_many([StreamEvent(session_id, event_type, data)])
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        self._inner.publish_many(self.kept.mark(events))
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        self._inner.post_many(self.kept.mark(events))
 
 
 class NullPublisher:

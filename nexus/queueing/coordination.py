@@ -127,6 +127,11 @@ class Coordination(Protocol):
         self, session_id: str, after: str, *, block_ms: int
     ) -> list[StreamEntry]: ...
 
+    async def stream_holds_async(self, session_id: str, stream_id: str) -> bool:
+        """Whether the session's stream still has the entry `stream_id`: when it does not
+        (trimmed, expired, flushed), a reconnect after it reads the ledger's copy."""
+        ...
+
 
 @dataclass
 class _Held:
@@ -269,3 +274,6 @@ class InProcessCoordination:
         self, session_id: str, after: str, *, block_ms: int
     ) -> list[StreamEntry]:
         return await self.log.read_async(session_id, after, block_ms=block_ms)
+
+    async def stream_holds_async(self, session_id: str, stream_id: str) -> bool:
+        return self.log.holds(session_id, stream_id)

@@ -39,6 +39,7 @@ class StreamEntry:
     id: str
     type: str
     data: dict[str, Any]
+    at: str = ""  # where the ledger keeps it (nexus.engine.stream.Mark), "" if it does not
 
 
 def parse_stream_id(value: str, *, now_ms: int) -> str:
@@ -82,12 +83,12 @@ class InProcessStreamLog:
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _waiters: dict[str, set[_AsyncWaiter]] = field(default_factory=dict)
 
-    def append(self, session_id: str, event_type: str, data: dict[str, Any]) -> str:
+    def append(self, session_id: str, event_type: str, data: dict[str, Any], at: str = "") -> str:
         with self._changed:
             millis = int(time.time() * 1000)
             last_ms, last_seq = self._last
             self._last = (millis, 0) if millis > last_ms else (last_ms, last_seq + 1)
-            entry = StreamEntry(f"{self._last[0]}-{self._last[1]}", event_type, data)
+            entry = StreamEntry(f"{self._last[0]}-{self._last[1]}", event_type, data, at)
             self._streams.setdefault(session_id, deque(maxlen=self.keep)).append(entry)
             self._changed.notify_all()
             for waiter in self._waiters.pop(session_id, ()):
@@ -98,6 +99,16 @@ class InProcessStreamLog:
         with self._changed:
             stream = self._streams.get(session_id)
             return stream[-1].id if stream else START
+
+    def holds(self, session_id: str, stream_id: str) -> bool:
+        """Whether the session's stream still has the entry `stream_id`."""
+        with self._changed:
+            return any(e.id == stream_id for e in self._streams.get(session_id, ()))
+
+    def drop(self, session_id: str) -> None:
+        """Forget the session's stream, as Redis does when its key expires or is deleted."""
+        with self._changed:
+            self._streams.pop(session_id, None)
 
     def read(self, session_id: str, after: str, *, block_ms: int) -> list[StreamEntry]:
         """Entries after `after`, waiting up to `block_ms` for the first one."""
@@ -136,3 +147,43 @@ class InProcessStreamLog:
 
     def _after(self, session_id: str, floor: tuple[int, int]) -> list[StreamEntry]:
         return [e for e in self._streams.get(session_id, ()) if stream_id_key(e.id) > floor]
+
+
+# An SSE event id: the stream id, then where the client is in the ledger's copy of the
+# events (`.{sequence}`: every kept event up to it was sent), then, for an event of a turn
+# still running when it was sent, `.{turn_id}.{n}` (its n-th event). Bare stream ids, as
+# issued before the ledger kept events, are still read.
+_LEDGER_PART = re.compile(r"([0-9]{1,18})(?:\.([0-9A-Za-z]{1,64})\.([0-9]{1,9}))?")
+
+
+@dataclass(frozen=True)
+class ResumeId:
+    """Where a reconnecting client was (`Last-Event-ID`, parsed)."""
+
+    stream_id: str
+    known: int | None = None  # None: a bare stream id (no ledger position)
+    turn_id: str | None = None
+    n: int | None = None
+
+
+def parse_resume_id(value: str, *, now_ms: int) -> ResumeId:
+    """A client's `Last-Event-ID` (see above), or BadStreamId saying why not."""
+    stream_part, dot, ledger_part = value.partition(".")
+    stream_id = parse_stream_id(stream_part, now_ms=now_ms)
+    if not dot:
+        return ResumeId(stream_id)
+    match = _LEDGER_PART.fullmatch(ledger_part)
+    if match is None:
+        raise BadStreamId(
+            f"{value[:64]!r} is not a stream event id (they look like 1700000000000-0.42)"
+        )
+    n = None if match[3] is None else int(match[3])
+    return ResumeId(stream_id, int(match[1]), match[2], n)
+
+
+def resume_id_text(stream_id: str, known: int, turn_id: str | None = None, n: int = 0) -> str:
+    """The SSE id of an event sent after stream entry `stream_id` with every kept event up to
+    `known` sent (and, for a running turn's event, which one it is)."""
+    if turn_id is None:
+        return f"{stream_id}.{known}"
+    return f"{stream_id}.{known}.{turn_id}.{n}"

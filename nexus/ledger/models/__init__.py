@@ -8,6 +8,7 @@ from nexus.ledger.models.identity import Contact, Entity, Event
 from nexus.ledger.models.metrics import MetricDelta, MetricTotal
 from nexus.ledger.models.operations import Delivery, Hook, HookInvocation, TimerState
 from nexus.ledger.models.queue import QueueItem
+from nexus.ledger.models.session_events import SessionEvent
 from nexus.ledger.models.sessions import (
     LIVE_SESSION,
     Session,
@@ -40,6 +41,7 @@ __all__ = [
     "QueueItem",
     "Session",
     "SessionAlias",
+    "SessionEvent",
     "SessionHistory",
     "SessionTask",
     "StoredFile",

@@ -28,6 +28,7 @@ from nexus.ledger.repository.identity import IdentityRepository
 from nexus.ledger.repository.metrics import MetricsRepository
 from nexus.ledger.repository.queue import QueueRepository
 from nexus.ledger.repository.search import SearchRepository
+from nexus.ledger.repository.session_events import SessionEventRepository
 from nexus.ledger.repository.sessions import SessionRepository
 from nexus.ledger.repository.snapshots import SnapshotRepository
 from nexus.ledger.repository.tasks import TaskRepository
@@ -56,6 +57,10 @@ class Ledger:
     @cached_property
     def sessions(self) -> SessionRepository:
         return SessionRepository(self.connection, self.clock)
+
+    @cached_property
+    def session_events(self) -> SessionEventRepository:
+        return SessionEventRepository(self.connection, self.clock)
 
     @cached_property
     def turns(self) -> TurnRepository:

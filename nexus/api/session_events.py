@@ -1,0 +1,105 @@
+"""GET /v1/sessions/{label}/events: a session's kept stream events, page by page (the SSE
+stream's reconnect reads them too: nexus/api/stream_replay.py; docs/operations.md, "Session
+events")."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+
+from nexus.api.deps import AUTHENTICATED, DatabaseDep
+from nexus.api.errors import ApiError, error_responses
+from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
+from nexus.api.sessions import resolve
+from nexus.api.stream_replay import ledger_position
+from nexus.db import UnitOfWork
+from nexus.ids import now_ms
+from nexus.ledger.records import SessionLabel
+from nexus.ledger.repository.session_events import SessionEventRecord
+from nexus.queueing.stream_log import BadStreamId, parse_resume_id
+
+# Registered before nexus.api.session_detail, whose `{label:path}` would take these.
+router = APIRouter(
+    prefix="/v1/sessions",
+    tags=["sessions"],
+    dependencies=AUTHENTICATED,
+    responses=error_responses(400, 404),
+)
+_MAX_SEQUENCE = 2**63 - 1
+
+
+class SessionEventView(BaseModel):
+    """One kept stream event: `sequence` counts the session's events from 1."""
+
+    id: str
+    session: str
+    sequence: int
+    type: str
+    data: dict[str, Any]
+    turn_id: str | None
+    created_at: int
+
+
+@router.get("/{label:path}/events")
+def session_events(
+    label: SessionLabel,
+    database: DatabaseDep,
+    page: Annotated[PageRequest, Depends(page_request)],
+    after: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description=(
+                "Start after this event: a sequence number, a kept event's id, or an SSE "
+                "event id (Last-Event-ID); 400 invalid_after when it is none of these"
+            ),
+        ),
+    ] = None,
+) -> Page[SessionEventView]:
+    """The session's kept stream events in sequence order: every event of each committed
+    turn, from `session.started` to `session.completed`. Append-only."""
+    cursor = decode_cursor(page.cursor, [int])
+    with database.reading() as uow:
+        session = resolve(uow, label)
+        start = int(cursor[0]) if cursor else _after(uow, session.id, after) if after else 0
+        rows = uow.ledger.session_events.page(session.id, after=start, limit=page.limit + 1)
+    return page_body(
+        rows, page.limit, lambda row: (row.sequence,), lambda row: _view(session.label, row)
+    )
+
+
+def _view(label: str, row: SessionEventRecord) -> SessionEventView:
+    return SessionEventView(**row.model_dump(exclude={"session_id"}), session=label)
+
+
+def _after(uow: UnitOfWork, session_id: str, after: str) -> int:
+    """The sequence `after` names in the session, or 400 invalid_after saying why not."""
+    if after.isascii() and after.isdigit():
+        if int(after) > _MAX_SEQUENCE:
+            raise ApiError(400, "invalid_after", f"after={after[:32]!r} is out of range")
+        return int(after)
+    if "-" in after:
+        try:
+            resume = parse_resume_id(after, now_ms=now_ms())
+        except BadStreamId as error:
+            raise ApiError(400, "invalid_after", f"after: {error}") from error
+        if resume.known is None:
+            raise ApiError(
+                400,
+                "invalid_after",
+                f"after={after[:64]!r} is a bare stream id: it names no place in the ledger "
+                "(ids the stream sends now look like 1700000000000-0.42)",
+            )
+        return ledger_position(uow, session_id, resume)
+    found = uow.ledger.session_events.sequence_of(session_id, after)
+    if found is None:
+        raise ApiError(
+            400,
+            "invalid_after",
+            f"after={after[:64]!r} is not a sequence number, an SSE event id or the id of "
+            "one of this session's events",
+        )
+    return found
