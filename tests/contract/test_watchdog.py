@@ -83,9 +83,7 @@ def test_overdue_queued_work_without_a_live_lease_is_rung(database: Database) ->
     later = lambda: now + 10_000  # noqa: E731
     assert orphaned_sessions(database, leases, grace_ms=5_000, clock=later) == [stranded_id]
     doorbell = RecordingDoorbell()
-    assert ring_orphaned(database, leases, doorbell, grace_ms=5_000, clock=later) == [
-        stranded_id
-    ]
+    assert ring_orphaned(database, leases, doorbell, grace_ms=5_000, clock=later) == [stranded_id]
     assert doorbell.sessions == [stranded_id]
 
 
