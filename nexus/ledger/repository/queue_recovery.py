@@ -57,19 +57,6 @@ class QueueRecovery:
             ).scalars()
         )
 
-    def sessions_with_claims(self, *, limit: int = 1000) -> list[str]:
-        """Sessions with items a run has claimed and not settled (a run under way, or one
-        that died), oldest claim first."""
-        return list(
-            self._conn.execute(
-                select(queue_items.c.session_id)
-                .where(queue_items.c.status == QueueStatus.CLAIMED)
-                .group_by(queue_items.c.session_id)
-                .order_by(func.min(queue_items.c.enqueued_at))
-                .limit(limit)
-            ).scalars()
-        )
-
     def open_work(self, *, now_ms: int, limit: int = 1000) -> list[OpenWork]:
         """Per session with claimed items or queued items due by `now_ms`: whether any is
         claimed and since when the oldest due one waits, oldest work first. One statement;
