@@ -10,8 +10,8 @@ from nexus.doorbell import Doorbell
 from nexus.ids import Clock
 from nexus.ledger.records import OpenWork
 
-# The flag one watchdog raises for a session it rang for overdue queued work: the other
-# workers' watchdogs leave it be until the flag lapses, so a backlog is not rung N times.
+# The flag one watchdog raises for a session it rang: the other workers' watchdogs (and its
+# own next look) leave it be until the flag lapses, so a backlog is not rung N times.
 WATCHDOG_RANG = "watchdog-rang:"
 
 
