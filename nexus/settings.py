@@ -178,9 +178,10 @@ class Settings(BaseSettings):
     context_cache_sessions: int = Field(default=64, ge=0)
     # ... and at most this many turns in all, whatever their sessions (bounds the memory).
     context_cache_turns: int = Field(default=2000, ge=0)
-    # How often each worker looks for runs that died (claimed work, no live lease) and rings
-    # their sessions, so they resume a lease TTL after the death with no beat running.
-    # 0: off (the beat's relay still finds them, a tick later).
+    # How often each worker looks for runs that died (claimed work, no live lease) or whose
+    # ring was lost (queued work due for a whole period, no live lease: say, a run cut off
+    # from Redis put its turn back) and rings their sessions, so they resume a lease TTL
+    # after the loss with no beat running. 0: off (the beat's relay finds them, a tick later).
     watchdog_seconds: float = Field(default=5.0, ge=0)
     # A session's lease in Redis; a keep-alive extends it while a turn runs.
     session_lease_ms: int = Field(default=30_000, ge=1000)

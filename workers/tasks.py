@@ -180,13 +180,21 @@ def _relay_on_start(**_: Any) -> None:
 
 
 def _watch_for_dead_runs(every_s: float) -> None:
-    """Every few seconds, ring the sessions of runs that died (sessions/watchdog.py), and
-    the hooks of events whose evaluation a dead run (or a lost ring) left due."""
+    """Every few seconds, ring the sessions of runs that died or whose ring was lost
+    (sessions/watchdog.py), and the hooks of events whose evaluation a dead run (or a lost
+    ring) left due."""
     while True:
         time.sleep(every_s)
         try:
             graph = _runtime()
-            orphans = ring_orphaned(graph.database, graph.coordination, graph.doorbell)
+            # Queued work overdue by a whole period with no run is stranded (its ring was
+            # lost); claimed work with no lease, at once.
+            orphans = ring_orphaned(
+                graph.database,
+                graph.coordination,
+                graph.doorbell,
+                grace_ms=int(every_s * 1000),
+            )
             with graph.database.unit_of_work() as uow:
                 hooks = relay_hooks(uow, graph.doorbell, flags=graph.coordination)
         except Exception:  # a database or Redis outage: look again next time

@@ -429,6 +429,15 @@ class QueueItemRecord(Record):
     enqueued_at: int
 
 
+class OpenWork(Record):
+    """A session's unsettled queue as the watchdog sees it: whether a run claimed some of
+    it, and since when its oldest due queued item waits (None: none is due)."""
+
+    session_id: str
+    claimed: bool
+    due_at: int | None
+
+
 class HookRecord(Record):
     name: str
     path: str

@@ -163,28 +163,35 @@ class SessionRunner:
             stale = uow.ledger.queue.reclaim(session_id, max_attempts=self.max_attempts)
             if not stale:
                 return
-            session = uow.ledger.sessions.get(session_id)
-            now = self.clock()
             for epoch in sorted({item.claimed_epoch or 0 for item in stale}):
                 lost = [item.id for item in stale if (item.claimed_epoch or 0) == epoch]
-                uow.ledger.turns.record_attempt(
-                    TurnDraft(
-                        id=new_id(),
-                        session_id=session_id,
-                        parent_turn_id=session.thread_id if session else None,
-                        status=TurnStatus.FAILED,
-                        started_at=now,
-                        completed_at=now,
-                        error_kind="worker_lost",
-                        error_message=(
-                            f"the run at epoch {epoch} ended without committing; "
-                            f"queue items {', '.join(lost)} were requeued"
-                        ),
-                    ),
-                    epoch=epoch,
+                message = (
+                    f"the run at epoch {epoch} ended without committing; "
+                    f"queue items {', '.join(lost)} were requeued"
                 )
+                self._record_lost(uow, session_id, epoch, "worker_lost", message)
             uow.commit()
         log.warning("stale_claims_reclaimed", session_id=session_id, items=len(stale))
+
+    def _record_lost(
+        self, uow: UnitOfWork, session_id: str, epoch: int, kind: str, message: str
+    ) -> None:
+        """A failed turn off the chain for an attempt that ended without an answer."""
+        session = uow.ledger.sessions.get(session_id)
+        now = self.clock()
+        uow.ledger.turns.record_attempt(
+            TurnDraft(
+                id=new_id(),
+                session_id=session_id,
+                parent_turn_id=session.thread_id if session else None,
+                status=TurnStatus.FAILED,
+                started_at=now,
+                completed_at=now,
+                error_kind=kind,
+                error_message=message,
+            ),
+            epoch=epoch,
+        )
 
     def _ring_if_owed(self, session_id: str, *, take_now: bool = False) -> bool:
         """After release, so a ring that found the lease held is never lost (the enqueuer
@@ -318,9 +325,9 @@ class SessionRunner:
                 leading=announce,
                 read=claim.read,
             )
-        except Exception as error:  # a bug in one turn must not wedge the session
+        except Exception as error:  # a bug, or Redis out of reach: it must not wedge the session
             log.exception("turn_crashed", session_id=session_id)
-            return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
+            return self._failed(plan, epoch, f"{type(error).__name__}: {error}", crashed=True)
         finally:
             self.coordination.settle()  # what the turn posted as it ran is applied
             if self.typing is not None:
@@ -383,9 +390,10 @@ class SessionRunner:
         cause = f"{error.kind}: {error.message}" if error is not None else "turn failed"
         return self._failed(plan, epoch, cause)
 
-    def _failed(self, plan: Run, epoch: int, cause: str) -> str:
+    def _failed(self, plan: Run, epoch: int, cause: str, *, crashed: bool = False) -> str:
         """Back to the queue with a backoff, or dead-lettered with its cause after the last
-        attempt, so a poison message never blocks the session."""
+        attempt, so a poison message never blocks the session. `crashed`: the turn raised
+        before the engine recorded anything, so the lost attempt is recorded here."""
         dead = [i.id for i in plan.items if i.attempts >= self.max_attempts]
         retry = [i.id for i in plan.items if i.attempts < self.max_attempts]
         attempt = max(i.attempts for i in plan.items)
@@ -413,8 +421,15 @@ class SessionRunner:
                     disposition=Disposition.DEAD_LETTERED,
                     detail=f"after {self.max_attempts} attempts: {cause}",
                 )
+            released = 0
             if retry:
-                uow.ledger.queue.release(retry, epoch=epoch, retry_at=self.clock() + backoff)
+                released = uow.ledger.queue.release(
+                    retry, epoch=epoch, retry_at=self.clock() + backoff
+                )
+            if crashed and (dead or released):
+                # Only while this run still owned its claim: a run that took over has
+                # recorded the attempt as lost already (`_reclaim`).
+                self._record_lost(uow, plan.items[0].session_id, epoch, "turn_crashed", cause)
             if dead:
                 reason = f"after {self.max_attempts} attempts: {cause}"
                 session_id = plan.items[0].session_id

@@ -1,31 +1,72 @@
-"""Runs that died: sessions with claimed work and no live lease, found without the timer."""
+"""Stranded sessions: due or claimed work that no live run holds, found without the timer."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from nexus.db import Database
 from nexus.doorbell import Doorbell
+from nexus.ids import Clock
+from nexus.ledger.records import OpenWork
+
+# The flag one watchdog raises for a session it rang: the other workers' watchdogs (and its
+# own next look) leave it be until the flag lapses, so a backlog is not rung N times.
+WATCHDOG_RANG = "watchdog-rang:"
 
 
 class Leases(Protocol):
     def lease_held(self, name: str) -> bool: ...
 
-
-def orphaned_sessions(database: Database, leases: Leases) -> list[str]:
-    """Sessions whose claimed items no run holds a lease for. The holder takes the lease
-    before it claims and releases it after it settles, so claims without a lease belong to
-    a run that died (kill -9, a lost host) or lost its lease (Redis flushed)."""
-    with database.unit_of_work() as uow:
-        claimed = uow.ledger.queue.sessions_with_claims()
-    return [session_id for session_id in claimed if not leases.lease_held(f"session:{session_id}")]
+    def raise_flag(self, name: str, ttl_ms: int) -> bool: ...
 
 
-def ring_orphaned(database: Database, leases: Leases, doorbell: Doorbell) -> list[str]:
-    """Ring every orphaned session: its next run reclaims the dead run's items (recording
-    the lost attempt) and answers them, a lease TTL after the death rather than a timer
-    tick or a broker redelivery (~21 minutes) later."""
-    orphans = orphaned_sessions(database, leases)
+def stranded(rows: Sequence[OpenWork], *, now_ms: int, grace_ms: int) -> list[str]:
+    """The sessions to ring if no run holds their lease, in the order given.
+
+    Claimed work: the holder takes the lease before it claims and releases it after it
+    settles, so claims without a lease belong to a run that died (kill -9, a lost host) or
+    lost its lease (Redis flushed, or its link to Redis cut).
+
+    Queued work due at least `grace_ms` ago: its doorbell was lost. A run that could not
+    reach Redis puts its turn back with a backoff and cannot ring for the retry; a fresher
+    item is still the doorbell's business (its run is on its way)."""
+    return [
+        row.session_id
+        for row in rows
+        if row.claimed or (row.due_at is not None and row.due_at <= now_ms - grace_ms)
+    ]
+
+
+def orphaned_sessions(
+    database: Database, leases: Leases, *, grace_ms: int = 0, clock: Clock | None = None
+) -> list[str]:
+    """Stranded sessions (`stranded`) whose lease no run holds; by the ledger's clock
+    unless `clock` is given."""
+    with database.reading() as uow:
+        now = clock() if clock is not None else uow.ledger.clock()
+        rows = uow.ledger.queue.open_work(now_ms=now)
+    found = stranded(rows, now_ms=now, grace_ms=grace_ms)
+    return [session_id for session_id in found if not leases.lease_held(f"session:{session_id}")]
+
+
+def ring_orphaned(
+    database: Database,
+    leases: Leases,
+    doorbell: Doorbell,
+    *,
+    grace_ms: int = 0,
+    clock: Clock | None = None,
+) -> list[str]:
+    """Ring every orphaned session: its next run reclaims a dead run's items (recording
+    the lost attempt) and answers them, or takes the overdue queued work, a lease TTL after
+    the loss rather than a timer tick or a broker redelivery (~21 minutes) later. A ring
+    for a session another run took meanwhile is harmless: that run answers "busy", or
+    finds nothing due. Each session is rung by one watchdog per `grace_ms` at most."""
+    orphans = orphaned_sessions(database, leases, grace_ms=grace_ms, clock=clock)
+    rung = []
     for session_id in orphans:
-        doorbell.session_has_work(session_id)
-    return orphans
+        if grace_ms <= 0 or leases.raise_flag(WATCHDOG_RANG + session_id, grace_ms):
+            doorbell.session_has_work(session_id)
+            rung.append(session_id)
+    return rung

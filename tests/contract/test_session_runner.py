@@ -3,7 +3,9 @@ modes, steering, failures and dead letters, stale claims, caps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from sqlalchemy import text
 
@@ -15,6 +17,7 @@ from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import CallTools, Fail, Say
+from nexus.engine.stream import RecordingPublisher, StreamEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord
@@ -470,3 +473,86 @@ def test_a_compaction_asked_for_during_a_turn_waits_for_it_and_runs_once(
     # Spent once: one answer and one summary, no repeated model call.
     assert [r.purpose for r in setup.rig.model.requests] == ["turn", "summary"]
     assert "keep colours" in setup.rig.model.requests[-1].system_text
+
+
+@dataclass
+class _CutOff(RecordingPublisher):
+    """A stream publisher whose store stops answering once `cut` (a run's link to Redis
+    cut): what a turn posts as it runs raises; `on_cut` runs first (another run taking
+    over meanwhile, say)."""
+
+    cut: bool = False
+    on_cut: list[Callable[[], None]] = field(default_factory=list)
+
+    def _unreachable(self) -> None:
+        if self.cut:
+            for action in self.on_cut:
+                action()
+            self.on_cut = []
+            raise ConnectionError("Timeout reading from socket")
+
+    def post_many(self, events: Sequence[StreamEvent]) -> None:
+        self._unreachable()
+        super().post_many(events)
+
+    def publish_many(self, events: Sequence[StreamEvent]) -> None:
+        self._unreachable()
+        super().publish_many(events)
+
+
+def _cut_off_setup(database: Database, clock: FakeClock) -> tuple[Setup, _CutOff]:
+    setup = _setup(database, clock)
+    cut_off = _CutOff()
+    engine = dataclasses.replace(setup.rig.engine, publisher=cut_off)
+    setup.runner = dataclasses.replace(setup.runner, engine=engine)
+    setup.rig.model.push(Say("never delivered"))
+    return setup, cut_off
+
+
+def _lost_attempts(database: Database) -> list[tuple[str, str, int]]:
+    with database.unit_of_work() as uow:
+        rows = uow.connection.exec_driver_sql(
+            "SELECT status, error_kind, epoch FROM turns WHERE status = 'failed'"
+        ).all()
+    return [(row[0], row[1], row[2]) for row in rows]
+
+
+def test_a_turn_that_loses_redis_mid_run_is_requeued_and_the_lost_attempt_recorded(
+    database: Database, clock: FakeClock
+) -> None:
+    setup, cut_off = _cut_off_setup(database, clock)
+    item_id = _enqueue(setup, "are you there?")
+    cut_off.cut = True
+    report = setup.runner.run(setup.session_id)
+    assert report.failed == 1 and report.turns == 0
+    [item] = _items(setup)
+    assert item.id == item_id and item.status == QueueStatus.QUEUED and item.attempts == 1
+    assert item.available_at > clock.now  # the retry's backoff
+    assert _lost_attempts(database) == [("failed", "turn_crashed", _epoch(setup))]
+    assert _chain_texts(setup) == []
+
+
+def test_a_cut_off_turn_whose_claim_was_taken_over_records_nothing_more(
+    database: Database, clock: FakeClock
+) -> None:
+    """Another run reclaimed the claim and claimed it again while this one was cut off
+    (that run records the loss): the crash is fenced, it changes and records nothing."""
+    setup, cut_off = _cut_off_setup(database, clock)
+    item_id = _enqueue(setup, "are you there?")
+    taken_at: list[int] = []
+
+    def take_over() -> None:
+        with database.unit_of_work() as uow:
+            epoch = uow.ledger.sessions.claim(setup.session_id)
+            uow.ledger.queue.reclaim(setup.session_id, max_attempts=3)
+            uow.ledger.queue.claim_ids([item_id], epoch=epoch, lease_ms=10**9)
+            uow.commit()
+        taken_at.append(epoch)
+
+    cut_off.on_cut = [take_over]
+    cut_off.cut = True
+    setup.runner.run(setup.session_id)
+    [item] = _items(setup)
+    assert item.status == QueueStatus.CLAIMED and item.claimed_epoch == taken_at[0]
+    assert item.available_at <= clock.now  # no backoff set by the fenced run
+    assert _lost_attempts(database) == []

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, case, func, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import Disposition, QueueStatus
-from nexus.ledger.records import QueueItemRecord
+from nexus.ledger.records import OpenWork, QueueItemRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository.queue_sql import FOR_SESSION_WITH, STILL_OWING, queue_items
 
@@ -57,18 +57,24 @@ class QueueRecovery:
             ).scalars()
         )
 
-    def sessions_with_claims(self, *, limit: int = 1000) -> list[str]:
-        """Sessions with items a run has claimed and not settled (a run under way, or one
-        that died), oldest claim first."""
-        return list(
-            self._conn.execute(
-                select(queue_items.c.session_id)
-                .where(queue_items.c.status == QueueStatus.CLAIMED)
-                .group_by(queue_items.c.session_id)
-                .order_by(func.min(queue_items.c.enqueued_at))
-                .limit(limit)
-            ).scalars()
-        )
+    def open_work(self, *, now_ms: int, limit: int = 1000) -> list[OpenWork]:
+        """Per session with claimed items or queued items due by `now_ms`: whether any is
+        claimed and since when the oldest due one waits, oldest work first. One statement;
+        the status index finds the open items (settled ones, the bulk, are never read)."""
+        claimed = queue_items.c.status == QueueStatus.CLAIMED
+        due = (queue_items.c.status == QueueStatus.QUEUED) & (queue_items.c.available_at <= now_ms)
+        rows = self._conn.execute(
+            select(
+                queue_items.c.session_id,
+                func.max(case((claimed, 1), else_=0)),
+                func.min(case((due, queue_items.c.available_at), else_=None)),
+            )
+            .where(claimed | due)
+            .group_by(queue_items.c.session_id)
+            .order_by(func.min(queue_items.c.enqueued_at))
+            .limit(limit)
+        ).all()
+        return [OpenWork(session_id=row[0], claimed=bool(row[1]), due_at=row[2]) for row in rows]
 
     def session_still_owing(self, event_id: str) -> str | None:
         """The session whose queue still holds `event_id` unsettled (queued or claimed)."""
