@@ -127,7 +127,7 @@ def database(
     try:
         yield db
     finally:
-        db.dispose()
+        db.close()
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ def pg_database(
     try:
         yield db
     finally:
-        db.dispose()
+        db.close()
 
 
 @pytest.fixture(params=["in-process", "redis"])

@@ -181,7 +181,15 @@ class Database:
         return UnitOfWork(self, read_only=True)
 
     def dispose(self) -> None:
-        """Drop pooled connections; a forked child must not reuse its parent's sockets."""
+        """Drop pooled connections without closing them: a forked child must not reuse its
+        parent's sockets, nor close them under the parent."""
         if self._engine is not None:
             self._engine.dispose(close=False)
+            self._engine = None
+
+    def close(self) -> None:
+        """Close every pooled connection: this process is done with the database (a
+        dropped pool's connections would otherwise stay open until garbage collection)."""
+        if self._engine is not None:
+            self._engine.dispose()
             self._engine = None

@@ -75,7 +75,7 @@ def client(tmp_path: Path, sqlite_template: Path) -> Iterator[TestClient]:
         coordination=InProcessCoordination(),
     )
     yield TestClient(create_app(graph))
-    database.dispose()
+    database.close()
 
 
 @pytest.mark.parametrize("value", ["abc", "1-2-3", "18446744073709551616-0", "\uff19-0"])

@@ -373,4 +373,4 @@ def test_migration_0013_owes_hooks_for_waiting_events_and_keeps_one_call_per_hoo
             kept = [c["id"] for c in uow.ledger.hooks.invocations_of("h")]
         assert kept == ["01A"]
     finally:
-        database.dispose()
+        database.close()

@@ -131,14 +131,14 @@ def test_a_ledger_that_predates_the_counts_starts_from_its_rows(tmp_path: Path) 
         with database.unit_of_work() as uow:
             chain = build_chain(uow.ledger, new_session(uow.ledger), 7)
             uow.commit()
-        database.dispose()
+        database.close()
         command.downgrade(alembic_config(url), "0005")
         upgrade(url)
         scraped = _scraped(database)
         assert scraped == _oracle(database)
         assert scraped.turn_latency_count == len(chain) and ("completed", 7) in scraped.turns
     finally:
-        database.dispose()
+        database.close()
 
 
 def test_every_timer_tick_folds_the_deltas_where_nobody_scrapes(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_every_timer_tick_folds_the_deltas_where_nobody_scrapes(tmp_path: Path) 
             text("SELECT n FROM metric_totals WHERE family = 'events' AND b = 'telegram'")
         ).scalar_one()
     assert total == 1
-    graph.database.dispose()
+    graph.database.close()
 
 
 def test_folds_racing_each_other_and_writers_lose_and_double_nothing(

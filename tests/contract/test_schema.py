@@ -85,7 +85,7 @@ def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
         with database.unit_of_work() as uow:
             before = uow.ledger.threads.read_context(chain[-1])
             moves = uow.ledger.sessions.history(session.id)
-        database.dispose()
+        database.close()
         command.downgrade(alembic_config(url), "0003")
         upgrade(url)
         with database.unit_of_work() as uow:
@@ -100,13 +100,13 @@ def test_migration_0004_keeps_every_row_and_rebuilds_sqlite_tables_by_key(
         assert _unpriced(after) == _unpriced(before) and len(moves) == 13
         assert tables["threads"].rstrip().endswith("WITHOUT ROWID")
         assert tables["session_history"].rstrip().endswith("WITHOUT ROWID")
-        database.dispose()
+        database.close()
         command.downgrade(alembic_config(url), "0003")  # and back, rows intact
         upgrade(url)
         with database.unit_of_work() as uow:
             assert _unpriced(uow.ledger.threads.read_context(chain[-1])) == _unpriced(before)
     finally:
-        database.dispose()
+        database.close()
 
 
 def test_migration_0005_records_each_sessions_first_turn(database: Database) -> None:
@@ -122,7 +122,7 @@ def test_migration_0005_records_each_sessions_first_turn(database: Database) -> 
         uow.connection.exec_driver_sql("UPDATE sessions SET root_turn_id = NULL")
         uow.commit()
     url = database.engine.url.render_as_string(hide_password=False)
-    database.dispose()
+    database.close()
     command.downgrade(alembic_config(url), "0004")
     upgrade(url)
     with database.unit_of_work() as uow:

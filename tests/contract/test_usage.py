@@ -246,7 +246,7 @@ def test_a_ledger_that_predates_costs_is_priced_by_the_migration_as_the_code_pri
             priced = {chain.turn(model, usage, JAN_1): model for model, usage in spent.items()}
             build_chain(uow.ledger, session, 3)  # scripted, 10 input tokens each
             uow.commit()
-        database.dispose()
+        database.close()
         command.downgrade(alembic_config(url), "0007")  # costs gone: a ledger from before
         upgrade(url)
         with database.engine.connect() as connection:
@@ -274,4 +274,4 @@ def test_a_ledger_that_predates_costs_is_priced_by_the_migration_as_the_code_pri
         assert report.totals.unpriced_models == {"mystery-model"}
         assert report.totals.cost_micros == 1_875 + 3 + 330 + 4
     finally:
-        database.dispose()
+        database.close()

@@ -100,4 +100,4 @@ def test_five_mib_is_refused_without_growing_the_server(
     database = Database(url)
     with database.unit_of_work() as uow:
         assert uow.ledger.events.unprocessed(received_before=2**62) == []
-    database.dispose()
+    database.close()

@@ -49,7 +49,7 @@ def _race(url: str, session: SessionRecord, attempts: int, start: Any) -> dict[s
                 committed.append(draft.id)
         except Exception as error:  # every error is a failure of the test, reported below
             errors.append(f"{type(error).__name__}: {error}")
-    database.dispose()
+    database.close()
     return {"outcomes": outcomes, "committed": committed, "errors": errors}
 
 

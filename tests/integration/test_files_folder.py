@@ -41,7 +41,7 @@ class Scanner:
         )
 
     def close(self) -> None:
-        self.database.dispose()
+        self.database.close()
 
 
 def _events(database: Database) -> list[tuple[str, str | None, list[dict[str, object]]]]:

@@ -38,7 +38,7 @@ def pooled(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Datab
     try:
         yield database
     finally:
-        database.dispose()
+        database.close()
 
 
 def test_a_connection_that_died_while_idle_is_replaced_before_use(pooled: Database) -> None:
@@ -70,4 +70,34 @@ def test_a_connection_in_steady_use_is_not_pinged(
             _pid(database)
         assert _pid(database) != first
     finally:
-        database.dispose()
+        database.close()
+
+
+def _alive(pid: int) -> bool:
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            found = connection.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+            )
+            return bool(found.scalar_one())
+    finally:
+        admin.dispose()
+
+
+def test_close_ends_the_pooled_connections_and_dispose_leaves_them_to_their_owner(
+    postgres_url: str,
+) -> None:
+    """close() is for a process done with the database (a test's teardown): its connections
+    end now, not at garbage collection. dispose() is for a forked child, which must not
+    close the sockets its parent still uses."""
+    closing = Database(postgres_url)
+    pid = _pid(closing)
+    closing.close()
+    assert not _alive(pid)
+
+    forking = Database(postgres_url)
+    pid = _pid(forking)
+    forking.dispose()
+    assert _alive(pid)
+    _terminate(pid)

@@ -40,7 +40,7 @@ def served(tmp_path: Path, sqlite_template: Path, coordination: Coordination) ->
     )
     with _serve(graph) as served:
         yield served
-    database.dispose()
+    database.close()
 
 
 def _lose_stream(coordination: Coordination, session_id: str) -> None:

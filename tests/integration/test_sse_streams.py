@@ -92,7 +92,7 @@ def ledger(tmp_path: Path, sqlite_template: Path) -> Iterator[Database]:
     shutil.copyfile(sqlite_template, tmp_path / "nexus.db")
     database = Database(f"sqlite:///{tmp_path / 'nexus.db'}")
     yield database
-    database.dispose()
+    database.close()
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def live_db(watched_db: Database) -> Iterator[Database]:
     try:
         yield database
     finally:
-        database.dispose()
+        database.close()
 
 
 @pytest.fixture

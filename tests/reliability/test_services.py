@@ -167,7 +167,7 @@ def own_postgres() -> Iterator[tuple[ThrowawayPostgres, Database]]:
         try:
             yield server, database
         finally:
-            database.dispose()
+            database.close()
 
 
 def test_postgres_down_under_load_answers_503_and_then_everything(

@@ -229,7 +229,7 @@ def test_merge_goes_through_the_server_which_rings_the_primary_at_once(
             assert refused.exit_code == 1
             assert "already the same person" in refused.output
     finally:
-        database.dispose()
+        database.close()
 
 
 GREETER_HOOK = (
@@ -395,7 +395,7 @@ def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings
         assert "keep dates" in rig.model.requests[-1].system_text
         assert not (tmp_path / "missing").exists()
     finally:
-        database.dispose()
+        database.close()
 
 
 def test_doctor_reads_the_secrets_file_and_says_what_is_wrong_without_quoting_it(
