@@ -33,8 +33,8 @@ BURST_CEILINGS = {"sql": 8.0, "commits": 2.0, "redis": 6.0}
 # session.started rides with its first publish, a model call's step.generated rides with
 # the publish after it, and the abort flag and steer inbox are first asked a poll interval
 # after the claim, the question whether a steer waits for the answer included), so a
-# change that adds a statement or a round trip to the path fails here and says where. 12 round trips since a turn posts `turn.completing`
-# before its commit, so watchers see the commit phase (`running.step` "completing"): posted,
+# change that adds a statement or a round trip to the path fails here and says where.
+# 12 round trips since a turn posts `turn.completing` before its commit, so watchers see the commit phase (`running.step` "completing"): posted,
 # not waited for, and the model call's held `step.generated` rides with it. One statement
 # more per turn: a committed turn keeps its stream events in the ledger (docs/operations.md,
 # "Session events") with one multi-row INSERT in its commit's transaction, no transaction
