@@ -19,26 +19,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Per event when messages arrive in a burst: API, router and session run together.
 BURST_CEILINGS = {"sql": 8.0, "commits": 2.0, "redis": 6.0}
-# Per event one at a time (no burst to share the costs): what it costs today (from 36
-# statements, 4 transactions and 21 round trips, then 31 / 4 / 19, then 19 / 4 / 17: now
-# API 1, router 3, session run 5.2 statements, since a worker knows the turn it committed
-# and reads a turn committed elsewhere with its messages in one statement, a reply is
-# addressed from the event the run read rather than read back and stored with its one
-# chunk in one statement, and the router reads who sent the waiting events with its claim
-# of them, and the webhook touches a known sender's contact in the statement that stores
-# the event, and a router run of one event locks its session with the read that resolves it
-# and counts the queue for the cap with the enqueue, which also writes the batch's events'
-# dispositions, and a run's claim reads the snapshot its turn needs; 11 round trips
+# Per event one at a time (no burst to share the costs): what it costs today (from 36 statements, 4
+# transactions and 21 round trips, then 31 / 4 / 19, then 19 / 4 / 17: now API 1, router 3, session
+# run 5.2 statements, since a worker knows the turn it committed and reads a turn committed
+# elsewhere with its messages in one statement, a reply is addressed from the event the run read
+# rather than read back and stored with its one chunk in one statement, and the router reads who
+# sent the waiting events with its claim of them, and the webhook touches a known sender's contact
+# in the statement that stores the event, and a router run of one event locks its session with the
+# read that resolves it and counts the queue for the cap with the enqueue, which also writes the
+# batch's events' dispositions, and a run's claim reads the snapshot its turn needs; 11 round trips
 # since a commit's stream events and a delta's progress share one publish each, a turn's
-# session.started rides with its first publish, a model call's step.generated rides with
-# the publish after it, and the abort flag and steer inbox are first asked a poll interval
-# after the claim, the question whether a steer waits for the answer included), so a
-# change that adds a statement or a round trip to the path fails here and says where.
-# 12 round trips since a turn posts `turn.completing` before its commit, so watchers see the commit phase (`running.step` "completing"): posted,
-# not waited for, and the model call's held `step.generated` rides with it. One statement
-# more per turn: a committed turn keeps its stream events in the ledger (docs/operations.md,
-# "Session events") with one multi-row INSERT in its commit's transaction, no transaction
-# and no Redis round trip more; the sequences come from the statement itself.
+# session.started rides with its first publish, a model call's step.generated rides with the publish
+# after it, and the abort flag and steer inbox are first asked a poll interval after the claim, the
+# question whether a steer waits for the answer included), so a change that adds a statement or a
+# round trip to the path fails here and says where. 12 round trips since a turn posts
+# `turn.completing` before its commit, so watchers see the commit phase (`running.step`
+# "completing"): posted, not waited for, and the model call's held `step.generated` rides with it.
+# One statement more per turn: a committed turn keeps its stream events in the ledger
+# (docs/operations.md, "Session events") with one multi-row INSERT in its commit's transaction, no
+# transaction and no Redis round trip more; the sequences come from the statement itself.
 SINGLE_CEILINGS = {"sql": 10.5, "commits": 4.0, "redis": 12.0}
 # One at a time as deployed (the router runs the turn inline): the webhook's transaction,
 # routing with the inline session's first claim, and the turn's; no abort raised for the
