@@ -21,7 +21,7 @@ from nexus.engine.attachments import AttachmentSource, WithAttachments, file_cou
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context import AssembledContext, assemble
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.credentials import NoSecrets, SecretSource
+from nexus.engine.credentials import NoSecrets, Scrubber, SecretSource
 from nexus.engine.drafts import answer_draft, compaction_draft, refused_result, size_compaction
 from nexus.engine.kept import keep_turn_events
 from nexus.engine.model import ModelPort
@@ -161,13 +161,16 @@ class Engine:
         # A per-persona summary model would be read here (say, from its model config).
         return self.summary_model or config.model
 
-    def _toolbox(self, snapshot: Snapshot) -> tuple[Toolbox, tuple[str, ...]]:
+    def _toolbox(
+        self, snapshot: Snapshot, scrubber: Scrubber | None = None
+    ) -> tuple[Toolbox, tuple[str, ...]]:
         resolved = self.capabilities.resolve(list(snapshot.capability_ids))
         toolbox = Toolbox(
             self.tools,
             read_permissions(snapshot.persona.permissions),
             resolved.tool_names,
             secrets=self.secrets,
+            scrubber=scrubber,
         )
         return toolbox, resolved.prompt_additions
 
@@ -332,7 +335,10 @@ class Engine:
         started = self.clock()
         effects: list[Effect] = []
         after = AfterTurn()
-        result = self._machine(snapshot, turn_id, effects, after, config).run(
+        # One for the whole turn, the overflow's retry included: the secrets its tools were
+        # given are scrubbed from all it stores, its kept stream events too.
+        scrubber = Scrubber()
+        result = self._machine(snapshot, turn_id, effects, after, config, scrubber).run(
             assembled.request, tuple(queries)
         )
         if result.overflowed and not result.ran_tools:
@@ -350,7 +356,7 @@ class Engine:
             assembled = self._assemble(snapshot, queries, config)
             effects.clear()
             after = AfterTurn()
-            result = self._machine(snapshot, turn_id, effects, after, config).run(
+            result = self._machine(snapshot, turn_id, effects, after, config, scrubber).run(
                 assembled.request, tuple(queries)
             )
         status = self._commit(
@@ -366,6 +372,7 @@ class Engine:
             report=report,
             config=config,
             source=source,
+            scrubber=scrubber,
         )
         asked = after.compaction
         if status == "committed" and result.status == TurnStatus.COMPLETED and asked is not None:
@@ -440,8 +447,9 @@ class Engine:
         effects: list[Effect],
         after: AfterTurn,
         config: EffectiveConfig,
+        scrubber: Scrubber,
     ) -> TurnMachine:
-        toolbox, _ = self._toolbox(snapshot)
+        toolbox, _ = self._toolbox(snapshot, scrubber)
         return TurnMachine(
             model=WithAttachments(
                 self.model_for(config.model), self.attachments, files=self.file_counts
@@ -477,6 +485,7 @@ class Engine:
         report: Report,
         config: EffectiveConfig | None,
         source: EventRecord | None = None,
+        scrubber: Scrubber | None = None,
     ) -> str:
         """Commit (or record) the turn; what a committed one reports, and the doorbells its
         commit rang, are added to `report`, for the caller to send after this commit."""
@@ -536,7 +545,9 @@ class Engine:
                 for hook in self.commit_hooks:
                     hook(uow, snapshot.session, turn_id, result, known)
                 events = reported(draft, outcome, result.status.value)
-                kept = keep_turn_events(uow, report, turn_id, events, self.publisher)
+                kept = keep_turn_events(
+                    uow, report, turn_id, events, self.publisher, scrubber=scrubber
+                )
             uow.commit(hold=report.rings)
         if outcome.status == "committed":
             if outcome.view is not None:

@@ -36,6 +36,7 @@ class Toolbox:
         granted: Sequence[str],
         *,
         secrets: SecretSource | None = None,
+        scrubber: Scrubber | None = None,
     ) -> None:
         self._registry = registry
         if isinstance(permissions, ToolPermissions):
@@ -43,8 +44,9 @@ class Toolbox:
         self._permissions = permissions
         self._granted = tuple(dict.fromkeys(granted))
         self._secrets = secrets or NoSecrets()
-        # Every secret handed out this turn: what the turn stores is scrubbed of them all.
-        self._scrubber = Scrubber()
+        # Every secret handed out this turn: what the turn stores is scrubbed of them all
+        # (its messages and tool calls here; its kept stream events at its commit).
+        self._scrubber = scrubber if scrubber is not None else Scrubber()
 
     def visible_specs(self) -> list[ToolSpec]:
         """What the model is offered: granted and allowed, in the capabilities' order; not
