@@ -114,8 +114,12 @@ def _the_live_stream_carries_a_turn(cwd: Path, environment: dict[str, str]) -> N
     url = f"{environment['NEXUS_API_URL']}/v1/sessions/main/stream"
     names: list[str] = []
 
+    connected = threading.Event()
+
     def listen() -> None:
         with httpx.stream("GET", url, timeout=20) as response:
+            # The route fixes where the stream starts before it answers.
+            connected.set()
             for line in response.iter_lines():
                 if line.startswith("event: "):
                     names.append(line[7:])
@@ -124,7 +128,7 @@ def _the_live_stream_carries_a_turn(cwd: Path, environment: dict[str, str]) -> N
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
-    time.sleep(0.5)  # connected before the message is sent
+    assert connected.wait(timeout=20)
     _nexus(cwd, environment, "send", "main", "are you streaming?", "--wait")
     listener.join(timeout=20)
     for promised in ("queue.item.queued", "session.started", "step.generating", "message.created"):

@@ -4,7 +4,6 @@ Last-Event-ID that replays exactly what was missed."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -44,12 +43,22 @@ def served(
         yield url, rig
 
 
-def _listen(url: str, until: str, found: list[Event], headers: dict[str, str]) -> None:
+def _listen(
+    url: str,
+    until: str,
+    found: list[Event],
+    headers: dict[str, str],
+    connected: threading.Event | None = None,
+) -> None:
     with (
         httpx.Client(timeout=20) as client,
         client.stream("GET", url, headers={**AUTH, **headers}) as response,
     ):
         assert response.status_code == 200
+        if connected is not None:
+            # The route fixes where the stream starts before it answers: from here on,
+            # nothing published for the session is missed.
+            connected.set()
         assert response.headers["content-type"].startswith("text/event-stream")
         event_id = name = ""
         for line in response.iter_lines():
@@ -71,9 +80,12 @@ def test_a_turn_streams_in_order_and_a_reconnect_replays_the_rest(
     session = rig.session("dm:sse")
     stream = f"{base}/v1/sessions/dm:sse/stream"
     live: list[Event] = []
-    listener = threading.Thread(target=_listen, args=(stream, "session.completed", live, {}))
+    connected = threading.Event()
+    listener = threading.Thread(
+        target=_listen, args=(stream, "session.completed", live, {}, connected)
+    )
     listener.start()
-    time.sleep(0.5)  # connected before the turn starts
+    assert connected.wait(timeout=20)
     # Deltas are published at most every 50 ms: stream slower than that to see several.
     rig.model.chunk_delay_s = 0.06
     rig.model.push(Say("one two three four"))
@@ -110,9 +122,12 @@ def test_a_sent_message_streams_its_queue_progress_and_message_events(
     session = rig.session("dm:sse-queue")
     stream = f"{base}/v1/sessions/dm:sse-queue/stream"
     live: list[Event] = []
-    listener = threading.Thread(target=_listen, args=(stream, "session.completed", live, {}))
+    connected = threading.Event()
+    listener = threading.Thread(
+        target=_listen, args=(stream, "session.completed", live, {}, connected)
+    )
     listener.start()
-    time.sleep(0.5)  # connected before anything is queued
+    assert connected.wait(timeout=20)
     sent = httpx.post(
         f"{base}/v1/sessions/dm:sse-queue/messages",
         json={"content": "what is new?", "mode": "queue"},
