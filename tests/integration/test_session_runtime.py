@@ -17,7 +17,7 @@ from nexus.access.policy import load_policies
 from nexus.agents.posting import post
 from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
-from nexus.doorbell import DeferredDoorbell
+from nexus.ingest.batch import route_waiting
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus
 from nexus.ledger.records import QueueItemRecord
 from tests.fakes.anthropic_server import FakeAnthropicServer
@@ -30,7 +30,6 @@ from tests.integration.session_support import (
 )
 from tests.integration.worker_process import celery_worker, wait_for
 from tests.services import REDIS_URL
-from tests.support import route_one
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -206,8 +205,9 @@ def test_flushall_with_50_pending_loses_nothing(pg_database: Database, tmp_path:
         # 25 events still waiting for the router. The relay owes both kinds a ring.
         policies, no_cap = load_policies(None), QueuePolicy(cap=1000)
         with pg_database.unit_of_work() as uow:
-            for n in range(25):
-                route_one(uow, f"telegram:p{n:02d}", policies, DeferredDoorbell(), queueing=no_cap)
+            # The router's live path, told to take 25: it routes every waiting event it
+            # claims, so one call per event would route all 50. Nothing is rung.
+            route_waiting(uow, policies, queueing=no_cap, limit=25)
             uow.commit()
         assert len(nodes.items()) == 25
         redis.Redis.from_url(REDIS_URL).flushall()  # every doorbell gone
