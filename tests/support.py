@@ -202,7 +202,7 @@ def served_app(app: Any, **config: Any) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a loaded machine may take seconds to start it
     while not server.started:
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
