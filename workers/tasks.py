@@ -11,6 +11,7 @@ from celery import current_app, shared_task
 from celery.signals import worker_process_init, worker_ready
 from structlog.contextvars import bound_contextvars
 
+from nexus.adapters.celery_broker import runs_waiting
 from nexus.bootstrap import Nexus, bootstrap_worker
 from nexus.ids import now_ms
 from nexus.ingest.files import scan_folder
@@ -188,12 +189,15 @@ def _watch_for_dead_runs(every_s: float) -> None:
         try:
             graph = _runtime()
             # Queued work overdue by a whole period with no run is stranded (its ring was
-            # lost); claimed work with no lease, at once.
+            # lost), unless session runs wait in the broker (then it waits its turn);
+            # claimed work with no lease, at once.
+            waiting = runs_waiting(current_app._get_current_object())
             orphans = ring_orphaned(
                 graph.database,
                 graph.coordination,
                 graph.doorbell,
                 grace_ms=int(every_s * 1000),
+                backlog=bool(waiting),
             )
             with graph.database.unit_of_work() as uow:
                 hooks = relay_hooks(uow, graph.doorbell, flags=graph.coordination)

@@ -71,6 +71,20 @@ def create_celery(settings: Settings) -> Celery:
     return app
 
 
+def runs_waiting(app: Celery, queue: str = "sessions") -> int | None:
+    """How many tasks wait in `queue` for a worker (published, not yet taken), or None when
+    the broker cannot say. A worker's watchdog asks it once a look: with a backlog, a
+    session's ring is waiting its turn, not lost."""
+    try:
+        with app.connection_for_read() as connection:
+            declared = connection.default_channel.queue_declare(queue=queue, passive=True)
+    except Exception as error:
+        if "NOT_FOUND" in str(error):
+            return 0
+        return None
+    return int(declared.message_count)
+
+
 class CeleryDoorbell:
     """The doorbell over Celery: publish a task naming the work; the ledger holds the work.
 

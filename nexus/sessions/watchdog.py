@@ -21,7 +21,9 @@ class Leases(Protocol):
     def raise_flag(self, name: str, ttl_ms: int) -> bool: ...
 
 
-def stranded(rows: Sequence[OpenWork], *, now_ms: int, grace_ms: int) -> list[str]:
+def stranded(
+    rows: Sequence[OpenWork], *, now_ms: int, grace_ms: int, backlog: bool = False
+) -> list[str]:
     """The sessions to ring if no run holds their lease, in the order given.
 
     Claimed work: the holder takes the lease before it claims and releases it after it
@@ -30,23 +32,32 @@ def stranded(rows: Sequence[OpenWork], *, now_ms: int, grace_ms: int) -> list[st
 
     Queued work due at least `grace_ms` ago: its doorbell was lost. A run that could not
     reach Redis puts its turn back with a backoff and cannot ring for the retry; a fresher
-    item is still the doorbell's business (its run is on its way)."""
+    item is still the doorbell's business (its run is on its way). With a `backlog` (session
+    runs wait in the broker for a worker), overdue queued work is waiting its turn, not
+    lost: ringing it again would put empty runs ahead of real ones, and a deeper backlog
+    makes more work overdue. It is rung once the backlog drains, if still no run took it."""
     return [
         row.session_id
         for row in rows
-        if row.claimed or (row.due_at is not None and row.due_at <= now_ms - grace_ms)
+        if row.claimed
+        or (not backlog and row.due_at is not None and row.due_at <= now_ms - grace_ms)
     ]
 
 
 def orphaned_sessions(
-    database: Database, leases: Leases, *, grace_ms: int = 0, clock: Clock | None = None
+    database: Database,
+    leases: Leases,
+    *,
+    grace_ms: int = 0,
+    clock: Clock | None = None,
+    backlog: bool = False,
 ) -> list[str]:
     """Stranded sessions (`stranded`) whose lease no run holds; by the ledger's clock
     unless `clock` is given."""
     with database.reading() as uow:
         now = clock() if clock is not None else uow.ledger.clock()
         rows = uow.ledger.queue.open_work(now_ms=now)
-    found = stranded(rows, now_ms=now, grace_ms=grace_ms)
+    found = stranded(rows, now_ms=now, grace_ms=grace_ms, backlog=backlog)
     return [session_id for session_id in found if not leases.lease_held(f"session:{session_id}")]
 
 
@@ -57,13 +68,14 @@ def ring_orphaned(
     *,
     grace_ms: int = 0,
     clock: Clock | None = None,
+    backlog: bool = False,
 ) -> list[str]:
     """Ring every orphaned session: its next run reclaims a dead run's items (recording
     the lost attempt) and answers them, or takes the overdue queued work, a lease TTL after
     the loss rather than a timer tick or a broker redelivery (~21 minutes) later. A ring
     for a session another run took meanwhile is harmless: that run answers "busy", or
     finds nothing due. Each session is rung by one watchdog per `grace_ms` at most."""
-    orphans = orphaned_sessions(database, leases, grace_ms=grace_ms, clock=clock)
+    orphans = orphaned_sessions(database, leases, grace_ms=grace_ms, clock=clock, backlog=backlog)
     rung = []
     for session_id in orphans:
         if grace_ms <= 0 or leases.raise_flag(WATCHDOG_RANG + session_id, grace_ms):

@@ -51,6 +51,18 @@ def test_queued_work_is_stranded_once_due_for_the_whole_grace() -> None:
     assert stranded(rows, now_ms=10_000, grace_ms=0) == ["fresh", "edge", "old"]
 
 
+def test_with_a_backlog_only_claimed_work_is_stranded() -> None:
+    """Session runs waiting in the broker: overdue queued work waits its turn (ringing it
+    again would put empty runs ahead of real ones); a claim without a lease is still a run
+    that died."""
+    rows = [
+        OpenWork(session_id="waiting", claimed=False, due_at=1_000),
+        OpenWork(session_id="dead run", claimed=True, due_at=None),
+    ]
+    assert stranded(rows, now_ms=10_000, grace_ms=5_000, backlog=True) == ["dead run"]
+    assert stranded(rows, now_ms=10_000, grace_ms=5_000) == ["waiting", "dead run"]
+
+
 # -- on the ledger -------------------------------------------------------------------------
 
 
