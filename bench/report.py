@@ -182,6 +182,9 @@ def _sessions(r: dict[str, Any]) -> list[Row]:
     out = [
         Row(f"events/s over {m}", many["events_per_s"], few["events_per_s"], "ev/s", f,
             r["throughput_ratio"], 0.9),
+        _info(f"… turns/s over {m} ({many['events_per_turn']:.1f} vs "
+              f"{few['events_per_turn']:.1f} events a turn)", many["turns_per_s"],
+              few["turns_per_s"], "turns/s", f),
         Row(f"event → settled p99 over {m}", many["latency_ms"]["p99"], few["latency_ms"]["p99"],
             "ms", f, r["p99_ratio"], 1.2, False),
         Row(f"Redis bytes per idle session ({m})", mem, 2048, "B", "2 KB", mem / 2048, 1.0, False),
@@ -202,7 +205,12 @@ def _sessions(r: dict[str, Any]) -> list[Row]:
 def _storage(r: dict[str, Any]) -> list[Row]:
     n, peer = r["nexus_bytes_per_turn"], r["langgraph_bytes_per_turn"]
     name = f"bytes on disk per turn after {r['turns']:,} turns (how many times smaller)"
-    return [Row(name, n, peer, "B", "LangGraph PostgresSaver", r["ratio"], 10.0)]
+    compact = f"… the same, tables rewritten compact (VACUUM FULL), after {r['turns']:,} turns"
+    n_c, peer_c = r["nexus_compact_bytes_per_turn"], r["langgraph_compact_bytes_per_turn"]
+    return [
+        Row(name, n, peer, "B", "LangGraph PostgresSaver", r["ratio"], 10.0),
+        Row(compact, n_c, peer_c, "B", "LangGraph PostgresSaver", r["compact_ratio"]),
+    ]
 
 
 _BUILDERS = {

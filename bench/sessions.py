@@ -78,6 +78,7 @@ def _settle(stack: NexusStack, sessions: int, per_session: int, timeout: float) 
         since = int(time.time() * 1000)
         started = time.perf_counter()
         _post(stack.api_url, sessions, per_session)
+        posted = time.perf_counter() - started
         harness.wait_for(
             lambda: scalar(engine, SETTLED) >= target,
             timeout=timeout,
@@ -88,11 +89,17 @@ def _settle(stack: NexusStack, sessions: int, per_session: int, timeout: float) 
         with engine.connect() as connection:
             found = connection.execute(text(LATENCIES), {"since": since}).scalars()
             waits = [float(v) for v in found]
+        turns = scalar(engine, TURNS) - turns
         return {
             "events": events,
             "seconds": seconds,
+            "posting_seconds": posted,
             "events_per_s": events / seconds,
-            "turns": scalar(engine, TURNS) - turns,
+            # Fewer sessions means longer backlogs per session, answered as batch turns
+            # (interrupt mode): the turns tell how much of each side's rate is batching.
+            "turns": turns,
+            "turns_per_s": turns / seconds,
+            "events_per_turn": events / max(1, turns),
             "latency_ms": _percentiles(waits),
         }
     finally:
@@ -133,6 +140,7 @@ def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
         counted["keys"] += 1
         counted["bytes"] += int(used or 0)
         counted["without_expiry"] += int(ttl == -1)
+    entries = [client.xlen(k) for k in keys if k.decode()[len(prefix) :].startswith("stream:")]
     client.close()
     sessions = max(1, len(session_ids))
     return {
@@ -140,6 +148,7 @@ def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
         "bytes_per_session": per_session / sessions,
         "shared_bytes": other,
         "keys_per_session": sum(c["keys"] for c in kinds.values()) / sessions,
+        "entries_per_stream": statistics.fmean(entries) if entries else 0.0,
         "kinds": {
             kind: {
                 "keys": c["keys"],
@@ -283,9 +292,22 @@ def run(
     }
 
 
+def main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.sessions", description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--many", type=int, help="sessions on the many side")
+    parser.add_argument("--few", type=int, default=100, help="sessions on the few side")
+    parser.add_argument("--per-session", type=int, default=2, help="timed messages each (many)")
+    args = parser.parse_args(argv)
+    found = run(quick=args.quick, many=args.many, few=args.few, per_session=args.per_session)
+    print(json.dumps(found, indent=2))
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["ticks"]:
         os.environ.setdefault("NEXUS_LOG_LEVEL", "WARNING")
         print(json.dumps(_ticks()))
     else:
-        print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
+        main(sys.argv[1:])
