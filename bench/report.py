@@ -59,7 +59,10 @@ def _at_distance(name: str, r: dict[str, Any]) -> list[Row]:
     targeted = d["rtt_ms"] == DISTANCE_TARGET_RTT_MS
     if name == "pipeline":
         n, b = r["nexus"]["events_per_s"], r["bare"]["events_per_s"]
-        name = f"pipeline events/s, {at}"
+        # Nexus answers a session's backlog as one batch turn; the sketch writes a turn per
+        # event: the turns say how much of the ratio is batching.
+        turns = f"{r['nexus']['turns']:,.0f} vs {r['bare']['turns']:,.0f} turns"
+        name = f"pipeline events/s, {at}; {turns}"
         target_ratio = 1.0 if targeted else None
         return [Row(name, n, b, "ev/s", "bare Celery sketch", r["ratio"], target_ratio)]
     n, f, b = r["nexus_ms"], r["floor_ms"], r["round_trip_ms"]
