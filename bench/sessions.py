@@ -263,6 +263,8 @@ def side(sessions: int, per_session: int, timeout: float) -> dict[str, Any]:
         found["ticks"] = tick_costs(stack)
         found["sessions"] = sessions
         found["per_session"] = per_session
+        # The two sides run one after the other: the machine's load beside each one's rate.
+        found["load_average_after"] = os.getloadavg()
     return found
 
 
