@@ -47,7 +47,7 @@ def rows_for(name: str, r: dict[str, Any]) -> list[Row]:
     return builder(r)
 
 
-# The targets across a network: at a 1 ms round trip to Postgres and Redis.
+# The targets across a network: at a 1 ms round trip to Postgres and Redis.
 DISTANCE_TARGET_RTT_MS = 1.0
 
 
