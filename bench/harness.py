@@ -33,6 +33,9 @@ ADMIN_URL = os.environ.get("NEXUS_BENCH_POSTGRES_URL", DEFAULT_ADMIN_URL)
 REDIS_URL = os.environ.get("NEXUS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 TELEGRAM_SECRET = "bench-telegram-secret"
 TELEGRAM_HEADERS = {"X-Telegram-Bot-Api-Secret-Token": TELEGRAM_SECRET}
+# Where the processes under test reach Postgres and Redis: straight, or through delaying
+# proxies (`distance`). The benchmark's own observers always go straight.
+_ROUTE: dict[str, int] = {}
 
 
 class Process:
@@ -169,16 +172,77 @@ def scratch(name: str) -> Iterator[Path]:
         yield Path(directory)
 
 
+def process_database_url(url: str) -> str:
+    """`url` as the processes under test reach it: through the proxy within `distance`."""
+    if "postgres" not in _ROUTE:
+        return url
+    from sqlalchemy.engine import make_url
+
+    moved = make_url(url).set(host="127.0.0.1", port=_ROUTE["postgres"])
+    return moved.render_as_string(hide_password=False)
+
+
+def process_redis_url() -> str:
+    """The Redis URL the processes under test use: through the proxy within `distance`."""
+    if "redis" not in _ROUTE:
+        return REDIS_URL
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(REDIS_URL)
+    return urlunsplit(parts._replace(netloc=f"127.0.0.1:{_ROUTE['redis']}"))
+
+
+@contextmanager
+def distance(rtt_ms: float) -> Iterator[dict[str, float]]:
+    """Within the block, every process started (Nexus's, the sketch's, the floor's, and the
+    sketch's publishing client) reaches Postgres and Redis through a proxy adding `rtt_ms`
+    per round trip, half each way. Yields the round trip measured through the proxy (a
+    Redis PING, median of 200) beside the direct one."""
+    from sqlalchemy.engine import make_url
+
+    from bench.wire import proxy
+
+    admin = make_url(ADMIN_URL)
+    redis_target = redis.Redis.from_url(REDIS_URL).connection_pool.connection_kwargs
+    pg = (admin.host or "127.0.0.1", admin.port or 5432)
+    rd = (str(redis_target.get("host", "127.0.0.1")), int(redis_target.get("port", 6379)))
+    with proxy(pg, rtt_ms=rtt_ms) as pg_port, proxy(rd, rtt_ms=rtt_ms) as redis_port:
+        _ROUTE.update(postgres=pg_port, redis=redis_port)
+        try:
+            yield {
+                "rtt_ms": rtt_ms,
+                "redis_ping_direct_ms": _ping_ms(REDIS_URL),
+                "redis_ping_proxied_ms": _ping_ms(process_redis_url()),
+            }
+        finally:
+            _ROUTE.clear()
+
+
+def _ping_ms(url: str, count: int = 200) -> float:
+    import statistics
+
+    client = redis.Redis.from_url(url)
+    client.ping()
+    samples = []
+    for _ in range(count):
+        started = time.perf_counter()
+        client.ping()
+        samples.append((time.perf_counter() - started) * 1000)
+    client.close()
+    return statistics.median(samples)
+
+
 def nexus_environment(database_url: str, prefix: str, work: Path, **extra: str) -> dict[str, str]:
     """A Nexus deployment of our own: its database, its Redis prefix, no hooks, the offline
-    scripted model, Telegram webhooks signed with a known secret token."""
+    scripted model, Telegram webhooks signed with a known secret token (through the
+    delaying proxies within `distance`)."""
     hooks = work / "hooks"
     hooks.mkdir(exist_ok=True)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "ANTHROPIC_"))}
     return {
         **base,
-        "NEXUS_DATABASE_URL": database_url,
-        "NEXUS_REDIS_URL": REDIS_URL,
+        "NEXUS_DATABASE_URL": process_database_url(database_url),
+        "NEXUS_REDIS_URL": process_redis_url(),
         "NEXUS_BROKER_PREFIX": prefix,
         "NEXUS_HOOKS_DIR": str(hooks),
         "NEXUS_MODEL": "scripted",

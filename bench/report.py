@@ -41,8 +41,37 @@ def rows_for(name: str, r: dict[str, Any]) -> list[Row]:
     """The table's rows for one benchmark's result (none for one that failed)."""
     if "error" in r:
         return []
+    if "distance" in r:
+        return _at_distance(name, r)
     builder = _BUILDERS[name]
     return builder(r)
+
+
+# The targets across a network: at a 1 ms round trip to Postgres and Redis.
+DISTANCE_TARGET_RTT_MS = 1.0
+
+
+def _at_distance(name: str, r: dict[str, Any]) -> list[Row]:
+    """`--rtt-ms`: the ratios that distance can move, each side through the same proxies;
+    targets at a 1 ms round trip, the other round trips shown for context."""
+    d = r["distance"]
+    at = f"RTT {d['rtt_ms']:g} ms (measured {d['redis_ping_proxied_ms']:.2f})"
+    targeted = d["rtt_ms"] == DISTANCE_TARGET_RTT_MS
+    if name == "pipeline":
+        n, b = r["nexus"]["events_per_s"], r["bare"]["events_per_s"]
+        # Nexus answers a session's backlog as one batch turn; the sketch writes a turn per
+        # event: the turns say how much of the ratio is batching.
+        turns = f"{r['nexus']['turns']:,.0f} vs {r['bare']['turns']:,.0f} turns"
+        name = f"pipeline events/s, {at}; {turns}"
+        target_ratio = 1.0 if targeted else None
+        return [Row(name, n, b, "ev/s", "bare Celery sketch", r["ratio"], target_ratio)]
+    n, f, b = r["nexus_ms"], r["floor_ms"], r["round_trip_ms"]
+    target = 1.3 if targeted else None
+    return [
+        Row(f"latency p50 over its floor, {at}", n["p50"], f["p50"], "ms", "the floor p50",
+            n["p50"] / f["p50"], target, False),
+        _info(f"… latency p50, {at}", n["p50"], b["p50"], "ms", "Celery round trip p50"),
+    ]  # fmt: skip
 
 
 def _pipeline(r: dict[str, Any]) -> list[Row]:
@@ -149,6 +178,44 @@ def _prompt_cache(r: dict[str, Any]) -> list[Row]:
     return [Row(name, read, prompt, "tokens", "its prompt tokens", r["ratio"], r["target"])]
 
 
+def _sessions(r: dict[str, Any]) -> list[Row]:
+    many, few = r["many"], r["few"]
+    m, f = f"{many['sessions']:,} sessions", f"{few['sessions']:,} sessions"
+    mem = many["redis"]["bytes_per_session"]
+    out = [
+        Row(f"events/s over {m}", many["events_per_s"], few["events_per_s"], "ev/s", f,
+            r["throughput_ratio"], 0.9),
+        _info(f"… turns/s over {m} ({many['events_per_turn']:.1f} vs "
+              f"{few['events_per_turn']:.1f} events a turn)", many["turns_per_s"],
+              few["turns_per_s"], "turns/s", f),
+        Row(f"event → settled p99 over {m}", many["latency_ms"]["p99"], few["latency_ms"]["p99"],
+            "ms", f, r["p99_ratio"], 1.2, False),
+        Row(f"Redis bytes per idle session ({m})", mem, 2048, "B", "2 KB", mem / 2048, 1.0, False),
+    ]  # fmt: skip
+    for tick in ("watchdog", "relay"):
+        # Round trips of both kinds: a look costs at least its statements, never 0.
+        name = f"{tick} statements + Redis round trips per tick, {m} idle"
+        n, b = (
+            sum(x["ticks"][tick][k] for k in ("sql_per_tick", "redis_per_tick"))
+            for x in (many, few)
+        )
+        out.append(Row(name, n, b, "", f"{f} idle", n / b, 1.0, False))
+        n, b = many["ticks"][tick]["ms_per_tick"], few["ticks"][tick]["ms_per_tick"]
+        out.append(_info(f"… {tick} ms per tick, {m} idle", n, b, "ms", f"{f} idle"))
+    return out
+
+
+def _storage(r: dict[str, Any]) -> list[Row]:
+    n, peer = r["nexus_bytes_per_turn"], r["langgraph_bytes_per_turn"]
+    name = f"bytes on disk per turn after {r['turns']:,} turns (how many times smaller)"
+    compact = f"… the same, tables rewritten compact (VACUUM FULL), after {r['turns']:,} turns"
+    n_c, peer_c = r["nexus_compact_bytes_per_turn"], r["langgraph_compact_bytes_per_turn"]
+    return [
+        Row(name, n, peer, "B", "LangGraph PostgresSaver", r["ratio"], 10.0),
+        Row(compact, n_c, peer_c, "B", "LangGraph PostgresSaver", r["compact_ratio"]),
+    ]
+
+
 _BUILDERS = {
     "pipeline": _pipeline,
     "latency": _latency,
@@ -159,6 +226,8 @@ _BUILDERS = {
     "ledger": _ledger,
     "streams": _streams,
     "prompt_cache": _prompt_cache,
+    "sessions": _sessions,
+    "storage": _storage,
 }
 
 

@@ -120,7 +120,11 @@ def bare_stack(work: Path, *, senders: int, concurrency: int = CONCURRENCY) -> I
         from bench.bare_app import create_bare
 
         client = create_bare(
-            Settings(database_url=url, redis_url=harness.REDIS_URL, broker_prefix=prefix)
+            Settings(
+                database_url=harness.process_database_url(url),
+                redis_url=harness.process_redis_url(),  # it stands in for the webhook
+                broker_prefix=prefix,
+            )
         )
         try:
             yield BareStack(url, prefix, client, [worker])

@@ -32,7 +32,7 @@ def test_the_quick_suite_reports_every_benchmark(tmp_path: Path) -> None:
         },
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1_200,  # the quick suite with `sessions` (1,000 against 100) is minutes
         check=False,
     )
     assert ran.returncode == 0, ran.stderr[-4000:]
