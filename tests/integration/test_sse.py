@@ -109,7 +109,7 @@ def test_a_turn_streams_in_order_and_a_reconnect_replays_the_rest(
 
 def test_a_stream_for_an_unknown_session_is_404(served: tuple[str, Rig]) -> None:
     base, _ = served
-    answer = httpx.get(f"{base}/v1/sessions/nobody/stream", headers=AUTH, timeout=10)
+    answer = httpx.get(f"{base}/v1/sessions/nobody/stream", headers=AUTH, timeout=30)
     assert answer.status_code == 404 and "no session" in answer.json()["error"]["message"]
 
 
