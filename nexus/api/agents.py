@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from nexus.agents import service as personas
+from nexus.agents.service import CapabilityRefused, Persona
 from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
-from nexus.api.schemas.model import ModelConfigBody, patched, without_nulls
-from nexus.db import Database
-from nexus.db.unit_of_work import UnitOfWork
+from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.engine.addresses import MAX_ALLOWED
 from nexus.engine.credentials import MAX_CREDENTIALS
-from nexus.engine.model_config import ModelConfigError, parse, persona_layer, to_json
+from nexus.engine.model_config import ModelConfigError, persona_layer, to_json
 from nexus.engine.permissions import read_permissions
 from nexus.engine.sandbox import MEMORY_RANGE, TIMEOUT_RANGE
-from nexus.ledger.enums import AgentStatus
 from nexus.ledger.records import AgentRecord, StorableText
 from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.ledger.strings import AgentId, CapabilityId, Key, ModelName, PersonaName
@@ -183,19 +184,30 @@ class CapabilityList(BaseModel):
     items: list[CapabilityView]
 
 
-def _view(agent: AgentRecord, capabilities: list[str]) -> AgentView:
+def _view(persona: Persona) -> AgentView:
+    agent = persona.record
     try:
         defaults = to_json(persona_layer(agent))
     except ModelConfigError:  # stored before the rules it breaks: shown as stored
         defaults = dict(agent.default_model_config)
-    return AgentView(**agent.model_dump(), capabilities=capabilities, model_defaults=defaults)
+    return AgentView(
+        **agent.model_dump(), capabilities=persona.capabilities, model_defaults=defaults
+    )
 
 
-def _one(uow: UnitOfWork, agent_id: str) -> AgentView:
-    agent = uow.ledger.agents.get(agent_id)
-    if agent is None:
-        raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
-    return _view(agent, uow.ledger.agents.capability_ids(agent_id))
+@contextmanager
+def _answered() -> Iterator[None]:
+    """The personas service's errors as the API answers them."""
+    try:
+        yield
+    except NotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
+    except LedgerConflict as error:
+        raise ApiError(409, "conflict", str(error)) from error
+    except ModelConfigError as error:
+        raise ApiError(422, "invalid_model_config", str(error)) from error
+    except CapabilityRefused as error:
+        raise ApiError(400, error.code, str(error)) from error
 
 
 @router.get("/agents")
@@ -207,70 +219,38 @@ def list_agents(
     """Personas in name order, a page at a time; archived ones only when asked for."""
     after = decode_cursor(page.cursor, [str])
     with database.unit_of_work() as uow:
-        found = uow.ledger.agents.page(
+        found = personas.page(
+            uow,
             after_name=str(after[0]) if after else None,
             limit=page.limit + 1,
             include_archived=include_archived,
         )
-        capabilities = uow.ledger.agents.capability_ids_of([a.id for a in found[: page.limit]])
-    return page_body(
-        found, page.limit, lambda a: (a.name,), lambda a: _view(a, capabilities.get(a.id, []))
-    )
+    return page_body(found, page.limit, lambda p: (p.record.name,), _view)
 
 
 @router.post("/agents", status_code=201)
 def create_agent(body: AgentCreate, database: DatabaseDep) -> AgentView:
     """A new persona (a name is taken once)."""
-    with database.unit_of_work() as uow:
-        try:
-            agent = uow.ledger.agents.create(
-                body.name,
-                system_prompt=body.system_prompt,
-                default_model=body.default_model,
-                default_model_config=without_nulls(body.default_model_config),
-                permissions=body.permissions.stored() if body.permissions else None,
-                description=body.description,
-                emoji=body.emoji,
-                tags=body.tags,
-            )
-        except LedgerConflict as error:
-            raise ApiError(409, "conflict", str(error)) from error
+    with _answered(), database.unit_of_work() as uow:
+        persona = personas.create(
+            uow,
+            body.name,
+            system_prompt=body.system_prompt,
+            default_model=body.default_model,
+            default_model_config=without_nulls(body.default_model_config),
+            permissions=body.permissions.stored() if body.permissions else None,
+            description=body.description,
+            emoji=body.emoji,
+            tags=body.tags,
+        )
         uow.commit()
-    return _view(agent, [])
+    return _view(persona)
 
 
 @router.get("/agents/{agent_id}")
 def get_agent(agent_id: AgentId, database: DatabaseDep) -> AgentView:
-    with database.unit_of_work() as uow:
-        return _one(uow, agent_id)
-
-
-def _change(database: Database, agent_id: str, changes: dict[str, Any]) -> AgentView:
-    with database.unit_of_work() as uow:
-        if "default_model_config" in changes:
-            agent = uow.ledger.agents.get(agent_id)
-            stored = agent.default_model_config if agent is not None else None
-            changes["default_model_config"] = _layer(
-                patched(stored, changes["default_model_config"])
-            )
-        try:
-            uow.ledger.agents.update_fields(agent_id, changes)
-        except NotFound as error:
-            raise ApiError(404, "not_found", f"no agent with id {agent_id!r}") from error
-        except LedgerConflict as error:
-            raise ApiError(409, "conflict", str(error)) from error
-        view = _one(uow, agent_id)
-        uow.commit()
-    return view
-
-
-def _layer(given: dict[str, Any]) -> dict[str, Any]:
-    """The persona's layer after a change, checked as a whole (a PATCH may add thinking
-    to a stored temperature, which the API would refuse)."""
-    try:
-        return to_json(parse(given))
-    except ModelConfigError as error:
-        raise ApiError(422, "invalid_model_config", str(error)) from error
+    with _answered(), database.unit_of_work() as uow:
+        return _view(personas.get(uow, agent_id))
 
 
 @router.patch("/agents/{agent_id}")
@@ -279,13 +259,19 @@ def patch_agent(agent_id: AgentId, body: AgentPatch, database: DatabaseDep) -> A
     changes = {field: getattr(body, field) for field in body.model_fields_set}
     if body.permissions is not None:
         changes["permissions"] = body.permissions.stored()
-    return _change(database, agent_id, changes)
+    with _answered(), database.unit_of_work() as uow:
+        persona = personas.update(uow, agent_id, changes)
+        uow.commit()
+    return _view(persona)
 
 
 @router.delete("/agents/{agent_id}")
 def archive_agent(agent_id: AgentId, database: DatabaseDep) -> AgentView:
     """Archive the persona: its sessions and turns point at it, so the row always stays."""
-    return _change(database, agent_id, {"status": AgentStatus.ARCHIVED.value})
+    with _answered(), database.unit_of_work() as uow:
+        persona = personas.archive(uow, agent_id)
+        uow.commit()
+    return _view(persona)
 
 
 @router.get("/capabilities")
@@ -309,31 +295,7 @@ def list_capabilities(graph: NexusDep) -> CapabilityList:
 @router.put("/agents/{agent_id}/capabilities")
 def set_capabilities(agent_id: AgentId, body: CapabilitiesRequest, graph: NexusDep) -> AgentView:
     """Replace the persona's capabilities; the list's order is the order they apply in."""
-    registry = graph.capabilities
-    known = {c.id: c for c in registry.all()}
-    seen: set[str] = set()
-    for capability_id in body.capabilities:
-        if capability_id in seen:
-            raise ApiError(400, "invalid_request", f"capability {capability_id!r} is listed twice")
-        seen.add(capability_id)
-        found = known.get(capability_id)
-        if found is None:
-            names = ", ".join(sorted(known))
-            message = f"unknown capability {capability_id!r} (known: {names})"
-            raise ApiError(400, "unknown_capability", message)
-        # The engine refuses these at turn time; refusing them here keeps the persona usable.
-        if found.status == "coming_soon":
-            message = f"capability {capability_id!r} is not available yet"
-            raise ApiError(400, "capability_unavailable", message)
-    chosen = [known[c] for c in body.capabilities]
-    with graph.database.unit_of_work() as uow:
-        if uow.ledger.agents.get(agent_id) is None:
-            raise ApiError(404, "not_found", f"no agent with id {agent_id!r}")
-        uow.ledger.agents.set_capabilities(
-            agent_id,
-            [(c.id, c.name, c.description, c.status) for c in chosen],
-            looks={c.id: (c.icon, c.category) for c in chosen},
-        )
-        view = _one(uow, agent_id)
+    with _answered(), graph.database.unit_of_work() as uow:
+        persona = personas.set_capabilities(uow, graph.capabilities, agent_id, body.capabilities)
         uow.commit()
-    return view
+    return _view(persona)

@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
-from nexus.db import UnitOfWork
 from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
-from nexus.ledger.repository.sessions import AliasRow
+from nexus.people import service as people
+from nexus.people.service import AliasExists
 
 router = APIRouter(
     prefix="/v1/aliases",
@@ -21,7 +21,6 @@ router = APIRouter(
     dependencies=AUTHENTICATED,
     responses=error_responses(404, 409),
 )
-MANUAL = "manual"
 
 
 class CreateAlias(BaseModel):
@@ -39,6 +38,16 @@ class AliasView(BaseModel):
     created_at: int
 
 
+def _view(found: people.Alias) -> AliasView:
+    return AliasView(
+        alias=found.alias,
+        session=found.session,
+        resolves_to=found.resolves_to,
+        reason=found.reason,
+        created_at=found.created_at,
+    )
+
+
 @router.get("")
 def list_aliases(
     database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
@@ -46,22 +55,8 @@ def list_aliases(
     """Every alias, in alias order."""
     after = decode_cursor(page.cursor, [str])
     with database.reading() as uow:
-        rows = uow.ledger.sessions.alias_page(
-            after=str(after[0]) if after else None, limit=page.limit + 1
-        )
-        return page_body(rows, page.limit, lambda row: (row[0],), lambda row: _view(uow, row))
-
-
-def _view(uow: UnitOfWork, row: AliasRow) -> AliasView:
-    alias, label, reason, created = row
-    found = uow.ledger.sessions.resolve(alias)
-    return AliasView(
-        alias=alias,
-        session=label,
-        resolves_to=found.label if found is not None else None,
-        reason=reason,
-        created_at=created,
-    )
+        found = people.alias_page(uow, after=str(after[0]) if after else None, limit=page.limit + 1)
+    return page_body(found, page.limit, lambda a: (a.alias,), _view)
 
 
 @router.post("", status_code=201)
@@ -69,47 +64,27 @@ def create_alias(body: CreateAlias, database: DatabaseDep) -> AliasView:
     """What is addressed to `alias` goes to `session` from now on: the router, the API and
     agents all resolve through it. An alias wins over a session with its label (that
     session keeps its history and stops receiving). A circle is refused (409)."""
-    if body.alias == body.session:
-        raise ApiError(409, "alias_cycle", f"{body.alias!r} cannot be an alias of itself")
     try:
         with database.unit_of_work() as uow:
-            sessions = uow.ledger.sessions
-            # An alias names a session: one given by another alias is the session it leads to.
-            target = sessions.final_label(body.session)
-            if target == body.alias:
-                raise ApiError(
-                    409,
-                    "alias_cycle",
-                    f"{body.alias!r} → {body.session!r} would make a circle: "
-                    f"{body.session!r} leads to {body.alias!r}",
-                )
-            if not sessions.add_alias(body.alias, target, reason=MANUAL):
-                current = sessions.final_label(body.alias)
-                raise ApiError(
-                    409,
-                    "alias_exists",
-                    f"{body.alias!r} is an alias already (it leads to {current!r}); "
-                    "remove it first",
-                )
-            row = sessions.alias(body.alias)
-            assert row is not None  # written just now, in this transaction
-            view = _view(uow, row)
+            added = people.add_alias(uow, body.alias, body.session)
             uow.commit()
     except NotFound as error:
         raise ApiError(404, "not_found", str(error)) from error
+    except AliasExists as error:
+        raise ApiError(409, "alias_exists", str(error)) from error
     except LedgerConflict as error:
         raise ApiError(409, "alias_cycle", str(error)) from error
-    return view
+    return _view(added)
 
 
 @router.get("/{alias:path}")
 def show_alias(alias: SessionLabel, database: DatabaseDep) -> AliasView:
     """One alias and where it leads."""
-    with database.reading() as uow:
-        row = uow.ledger.sessions.alias(alias)
-        if row is None:
-            raise ApiError(404, "not_found", f"no alias {alias!r}")
-        return _view(uow, row)
+    try:
+        with database.reading() as uow:
+            return _view(people.alias(uow, alias))
+    except NotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
 
 
 @router.delete("/{alias:path}")
@@ -118,12 +93,8 @@ def remove_alias(alias: SessionLabel, database: DatabaseDep) -> AliasView:
     own label again, or starts one. Answers the alias as it was."""
     try:
         with database.unit_of_work() as uow:
-            row = uow.ledger.sessions.alias(alias)
-            if row is None:
-                raise NotFound(f"no alias {alias!r}")
-            view = _view(uow, row)
-            uow.ledger.sessions.remove_alias(alias)
+            removed = people.remove_alias(uow, alias)
             uow.commit()
     except NotFound as error:
         raise ApiError(404, "not_found", str(error)) from error
-    return view
+    return _view(removed)

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.access.keys import dm_key
 from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.messages import merge_people
-from nexus.db import UnitOfWork
-from nexus.ids import new_id
 from nexus.ledger.records import EntityRecord
 from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.ledger.strings import EntityId, EntityKind, Key, Platform, SenderId
+from nexus.people import service as people
+from nexus.people.service import NothingToChange
 
 router = APIRouter(
     prefix="/v1/entities",
@@ -114,40 +115,27 @@ def _view(entity: EntityRecord) -> EntityView:
     )
 
 
-def _detail(uow: UnitOfWork, entity: EntityRecord) -> EntityDetail:
-    identity = uow.ledger.identity
-    group = identity.merge_group(entity.id) if entity.merged_into is None else [entity.id]
-    sessions: list[str] = []
-    for member in group:
-        session = uow.ledger.sessions.resolve(dm_key(member))
-        if session is not None and session.label not in sessions:
-            sessions.append(session.label)
-    contacts = uow.ledger.entities.contacts_of(group)
+def _detail(found: people.Person) -> EntityDetail:
     return EntityDetail(
-        **_view(entity).model_dump(),
-        merged=group[1:],
-        contacts=[ContactView(**contact.model_dump(exclude={"id"})) for contact in contacts],
-        sessions=sessions,
-        last_seen_at=uow.ledger.entities.last_seen(group),
+        **_view(found.entity).model_dump(),
+        merged=found.merged,
+        contacts=[ContactView(**contact.model_dump(exclude={"id"})) for contact in found.contacts],
+        sessions=found.sessions,
+        last_seen_at=found.last_seen_at,
     )
 
 
-def _entity(uow: UnitOfWork, entity_id: str) -> EntityRecord:
-    found = uow.ledger.identity.get_entity(entity_id)
-    if found is None:
-        raise ApiError(404, "not_found", f"no entity {entity_id!r}")
-    return found
-
-
-def _root(uow: UnitOfWork, entity_id: str) -> EntityRecord:
-    """The entity, which must not have been merged away: changes go to the person's root."""
-    entity = _entity(uow, entity_id)
-    if entity.merged_into is not None:
-        root = uow.ledger.identity.canonical_entity(entity.id)
-        raise ApiError(
-            409, "conflict", f"entity {entity_id!r} was merged into {root!r}: change that one"
-        )
-    return entity
+@contextmanager
+def _answered() -> Iterator[None]:
+    """The people service's errors as the API answers them."""
+    try:
+        yield
+    except NotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
+    except LedgerConflict as error:
+        raise ApiError(409, "conflict", str(error)) from error
+    except NothingToChange as error:
+        raise ApiError(400, "nothing_to_change", str(error)) from error
 
 
 @router.get("")
@@ -159,8 +147,8 @@ def list_entities(
     """Entities in id order; merged-away ones only when asked for."""
     after = decode_cursor(page.cursor, [str])
     with database.reading() as uow:
-        rows = uow.ledger.entities.page(
-            after_id=str(after[0]) if after else None, limit=page.limit + 1, merged=merged
+        rows = people.entity_page(
+            uow, after_id=str(after[0]) if after else None, limit=page.limit + 1, merged=merged
         )
     return page_body(rows, page.limit, lambda e: (e.id,), _view)
 
@@ -169,35 +157,27 @@ def list_entities(
 def create_entity(body: CreateEntity, database: DatabaseDep) -> EntityDetail:
     """A person (or other entity) to attach contacts to and merge first-contact ones into."""
     with database.unit_of_work() as uow:
-        created = uow.ledger.identity.create_entity(
-            f"ent_{new_id().lower()}", kind=body.kind, name=body.name
+        created = people.create_entity(
+            uow, name=body.name, kind=body.kind, owner=body.principal == "owner"
         )
-        if body.principal == "owner":
-            created = uow.ledger.entities.update(created.id, is_owner=True)
-        detail = _detail(uow, created)
         uow.commit()
-    return detail
+    return _detail(created)
 
 
 @router.post("/merge")
 def merge(body: MergeRequest, graph: NexusDep) -> MergeResponse:
     """These entities are one person: their DM sessions get aliases to one primary, which
     is told with a queued notice."""
-    try:
-        with graph.database.unit_of_work() as uow:
-            result = merge_people(
-                uow,
-                into=body.into,
-                merged=body.merge,
-                doorbell=graph.doorbell,
-                arrivals=graph.coordination,
-                queueing=graph.queue_policy,
-            )
-            uow.commit()
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "conflict", str(error)) from error
+    with _answered(), graph.database.unit_of_work() as uow:
+        result = merge_people(
+            uow,
+            into=body.into,
+            merged=body.merge,
+            doorbell=graph.doorbell,
+            arrivals=graph.coordination,
+            queueing=graph.queue_policy,
+        )
+        uow.commit()
     return MergeResponse(
         root=result.root,
         primary_session=result.primary_session,
@@ -208,23 +188,19 @@ def merge(body: MergeRequest, graph: NexusDep) -> MergeResponse:
 @router.get("/{entity_id}")
 def show_entity(entity_id: EntityId, database: DatabaseDep) -> EntityDetail:
     """One entity with its contacts, sessions and last activity."""
-    with database.reading() as uow:
-        return _detail(uow, _entity(uow, entity_id))
+    with _answered(), database.reading() as uow:
+        return _detail(people.person(uow, entity_id))
 
 
 @router.patch("/{entity_id}")
 def update_entity(entity_id: EntityId, body: UpdateEntity, database: DatabaseDep) -> EntityDetail:
     """Rename an entity, or make it the owner (or a known person again). The principal
     applies from the next message its contacts send."""
-    if body.name is None and body.principal is None:
-        raise ApiError(400, "nothing_to_change", "give a name or a principal")
-    with database.unit_of_work() as uow:
-        _root(uow, entity_id)
-        owner = None if body.principal is None else body.principal == "owner"
-        updated = uow.ledger.entities.update(entity_id, name=body.name, is_owner=owner)
-        detail = _detail(uow, updated)
+    owner = None if body.principal is None else body.principal == "owner"
+    with _answered(), database.unit_of_work() as uow:
+        updated = people.update_entity(uow, entity_id, name=body.name, owner=owner)
         uow.commit()
-    return detail
+    return _detail(updated)
 
 
 @router.post("/{entity_id}/contacts", status_code=201)
@@ -232,9 +208,8 @@ def attach_contact(entity_id: EntityId, body: ContactRef, database: DatabaseDep)
     """Make a platform address this entity's: messages from it route as this person's
     from the next one on. An address that had an entity of its own leaves it (its
     conversation stays where it was; merge the entities instead to carry it over)."""
-    with database.unit_of_work() as uow:
-        _root(uow, entity_id)
-        previous = uow.ledger.entities.attach(entity_id, body.platform, body.sender_id)
+    with _answered(), database.unit_of_work() as uow:
+        previous = people.attach_contact(uow, entity_id, body.platform, body.sender_id)
         uow.commit()
     return ContactAttached(contact=body, entity_id=entity_id, previous_entity_id=previous)
 
@@ -248,12 +223,7 @@ def detach_contact(
 ) -> ContactDetached:
     """Take an address from this entity: it goes back to an entity of its own."""
     contact = ContactRef(platform=platform, sender_id=sender_id)
-    try:
-        with database.unit_of_work() as uow:
-            own = uow.ledger.entities.detach(entity_id, platform, sender_id)
-            uow.commit()
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "conflict", str(error)) from error
+    with _answered(), database.unit_of_work() as uow:
+        own = people.detach_contact(uow, entity_id, platform, sender_id)
+        uow.commit()
     return ContactDetached(contact=contact, entity_id=own)

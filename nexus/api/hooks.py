@@ -12,6 +12,8 @@ from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.db import Database
+from nexus.hooks import admin
+from nexus.hooks.admin import HookNotFound
 from nexus.hooks.dry_run import UnknownHook, dry_run, dry_run_event
 from nexus.hooks.registry import RegistrationRefused, sync_directory
 from nexus.ledger.records import HookRecord
@@ -81,16 +83,17 @@ class DryRunView(BaseModel):
 def list_hooks(database: DatabaseDep) -> HookList:
     """Every hook the table knows, by name; one whose file is gone shows as disabled."""
     with database.unit_of_work() as uow:
-        hooks = uow.ledger.hooks.all()
+        hooks = admin.all_hooks(uow)
     return HookList(items=[HookView.of(hook) for hook in hooks])
 
 
 def _switch(database: Database, name: str, enabled: bool) -> HookView:
-    with database.unit_of_work() as uow:
-        hook = uow.ledger.hooks.set_enabled(name, enabled)
-        if hook is None:
-            raise ApiError(404, "not_found", f"no hook named {name!r}")
-        uow.commit()
+    try:
+        with database.unit_of_work() as uow:
+            hook = admin.set_enabled(uow, name, enabled)
+            uow.commit()
+    except HookNotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
     return HookView.of(hook)
 
 
@@ -111,10 +114,13 @@ def invocations(
     """The hook's evaluations, newest first, a page at a time."""
     with database.unit_of_work() as uow:
         # The hook first: a cursor means nothing without it (404 rather than 400).
-        if uow.ledger.hooks.get(name) is None:
-            raise ApiError(404, "not_found", f"no hook named {name!r}")
+        try:
+            admin.get(uow, name)
+        except HookNotFound as error:
+            raise ApiError(404, "not_found", str(error)) from error
         before = decode_cursor(page.cursor, [int, str])
-        rows = uow.ledger.hooks.invocations_page(
+        rows = admin.invocations(
+            uow,
             name,
             before=(int(before[0]), str(before[1])) if before else None,
             limit=page.limit + 1,

@@ -10,12 +10,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel
-from sqlalchemy import text
 
 from nexus.api.deps import ApiState, DatabaseDep, SettingsDep, api_state
 from nexus.api.errors import ApiError
 from nexus.db import Database
 from nexus.ledger.repository.metrics import LedgerFigures
+from nexus.operations import service as operations
 from nexus.telemetry import REGISTRY
 from nexus.timer.tick import WATERMARK
 
@@ -40,21 +40,7 @@ def healthz() -> Health:
 @router.get("/readyz", responses={503: {"model": Readiness, "description": "Not ready"}})
 def readyz(database: DatabaseDep, settings: SettingsDep, response: Response) -> Readiness:
     """Ready to take traffic: the ledger answers, and Redis when one is configured."""
-    checks: dict[str, str] = {}
-    try:
-        with database.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-        checks["database"] = "ok"
-    except Exception as error:  # any failure means not ready; the reason is the answer
-        checks["database"] = f"failed: {type(error).__name__}"
-    if settings.redis_url:
-        import redis
-
-        try:
-            redis.Redis.from_url(settings.redis_url, socket_timeout=2).ping()
-            checks["redis"] = "ok"
-        except redis.RedisError as error:
-            checks["redis"] = f"failed: {type(error).__name__}"
+    checks = operations.readiness(database, settings.redis_url)
     ready = all(value == "ok" for value in checks.values())
     response.status_code = 200 if ready else 503
     return Readiness(status="ready" if ready else "not ready", checks=checks)
@@ -70,11 +56,10 @@ class LedgerCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         with self._database.unit_of_work() as uow:
-            figures = uow.ledger.metrics.figures()
-            tick = uow.ledger.dead_letters.last_tick(WATERMARK)
-            dead, unreplayed = uow.ledger.dead_letters.count()
+            reading = operations.ledger_reading(uow, watermark=WATERMARK)
             uow.commit()  # the deltas it folded into the totals
-        yield from _liveness(tick, dead, unreplayed)
+        figures = reading.figures
+        yield from _liveness(reading.last_tick, reading.dead, reading.unreplayed)
         ingested = CounterMetricFamily(
             "nexus_events", "Events recorded, by direction, adapter and disposition.",
             labels=["direction", "adapter", "disposition"],

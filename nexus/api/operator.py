@@ -14,21 +14,17 @@ from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.replay import replay
-from nexus.bootstrap import Nexus
 from nexus.engine.stream import QUEUE_ITEM_QUEUED
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.repository import NotFound
 from nexus.ledger.repository.dead_letters import DeadLetter
 from nexus.ledger.strings import QueueItemId
-from nexus.operations.status import PING_TIMEOUT_S, Facts, problems
-from nexus.settings import Settings
+from nexus.operations import service as operations
 from nexus.timer.tick import WATERMARK
 
 router = APIRouter(
     tags=["operations"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
 )
-# How many of the deepest queues the status lists by name.
-DEEPEST = 10
 
 
 class DeadLetterView(BaseModel):
@@ -63,8 +59,8 @@ def list_dead_letters(
     """Dead-lettered queue items, the most recently dead first, a page at a time."""
     before = decode_cursor(page.cursor, [int, str])
     with graph.database.unit_of_work() as uow:
-        rows = uow.ledger.dead_letters.page(
-            before=(int(before[0]), str(before[1])) if before else None, limit=page.limit + 1
+        rows = operations.dead_letter_page(
+            uow, before=(int(before[0]), str(before[1])) if before else None, limit=page.limit + 1
         )
     return page_body(rows, page.limit, lambda d: (d.dead_at, d.id), DeadLetterView.of)
 
@@ -72,10 +68,11 @@ def list_dead_letters(
 @router.get("/v1/dead-letters/{item_id}")
 def show_dead_letter(item_id: QueueItemId, graph: NexusDep) -> DeadLetterView:
     """One dead letter: where it was, why it died, its replay if any."""
-    with graph.database.unit_of_work() as uow:
-        found = uow.ledger.dead_letters.get(item_id)
-    if found is None:
-        raise ApiError(404, "not_found", f"no dead-lettered queue item {item_id!r}")
+    try:
+        with graph.database.unit_of_work() as uow:
+            found = operations.dead_letter(uow, item_id)
+    except NotFound as error:
+        raise ApiError(404, "not_found", str(error)) from error
     return DeadLetterView.of(found)
 
 
@@ -150,61 +147,26 @@ def _age(now: int, then: int | None) -> int | None:
     return None if then is None else max(0, now - then)
 
 
-def _maxmemory_policy(settings: Settings) -> tuple[str | None, str | None]:
-    """Redis's eviction policy, or why it is not known (None, None: no Redis)."""
-    if settings.redis_url is None:
-        return None, None
-    import redis
-
-    try:
-        found = redis.Redis.from_url(settings.redis_url, socket_timeout=2).config_get(
-            "maxmemory-policy"
-        )
-    except redis.ResponseError:  # CONFIG is renamed or refused (a managed Redis)
-        return None, None
-    except redis.RedisError as error:
-        return None, f"unreachable ({type(error).__name__})"
-    value = found.get("maxmemory-policy") if isinstance(found, dict) else None
-    return (str(value) if value is not None else None), None
-
-
-def _workers(graph: Nexus) -> tuple[list[str] | None, str | None]:
-    try:
-        return graph.worker_ping(PING_TIMEOUT_S), None
-    except Exception as error:  # an unreachable broker is an answer, not a 500
-        return None, f"{type(error).__name__}: {error}"
-
-
 @router.get("/v1/status")
 def status(graph: NexusDep) -> StatusView:
     """Is the deployment running: workers that answer a ping, the timer's last tick, the
     queues, dead letters, Redis's eviction policy; `ok` false with each problem named."""
-    workers, workers_error = _workers(graph)
-    policy, redis_error = _maxmemory_policy(graph.settings)
-    with graph.database.unit_of_work() as uow:
-        now = uow.ledger.clock()
-        ledger = uow.ledger.dead_letters
-        tick = ledger.last_tick(WATERMARK)
-        totals = ledger.queue_totals()
-        deepest = ledger.queue_depths(limit=DEEPEST)
-        dead, unreplayed = ledger.count()
-    last_minute, last_tick_at = tick if tick is not None else (None, None)
-    found = problems(
-        Facts(
-            now_ms=now,
-            workers=workers,
-            workers_error=workers_error,
-            last_tick_at=last_tick_at,
-            maxmemory_policy=policy,
-            redis_error=redis_error,
-        )
+    found = operations.status(
+        graph.database,
+        # Asked when the status is: the broker's client is made then, inside the ping's guard.
+        worker_ping=lambda timeout_s: graph.worker_ping(timeout_s),
+        redis_url=graph.settings.redis_url,
+        watermark=WATERMARK,
     )
+    now, totals = found.now_ms, found.totals
     return StatusView(
-        ok=not found,
-        problems=found,
-        workers=workers,
+        ok=not found.problems,
+        problems=found.problems,
+        workers=found.workers,
         beat=BeatView(
-            last_tick_at=last_tick_at, last_minute=last_minute, age_ms=_age(now, last_tick_at)
+            last_tick_at=found.last_tick_at,
+            last_minute=found.last_minute,
+            age_ms=_age(now, found.last_tick_at),
         ),
         queues=QueuesView(
             queued=totals["queued"],
@@ -218,10 +180,10 @@ def status(graph: NexusDep) -> StatusView:
                     claimed=d.claimed,
                     oldest_age_ms=_age(now, d.oldest_queued_at),
                 )
-                for d in deepest
+                for d in found.deepest
             ],
         ),
-        dead_letters=dead,
-        dead_letters_unreplayed=unreplayed,
-        redis_maxmemory_policy=policy,
+        dead_letters=found.dead,
+        dead_letters_unreplayed=found.unreplayed,
+        redis_maxmemory_policy=found.maxmemory_policy,
     )

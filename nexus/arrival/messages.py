@@ -19,10 +19,10 @@ from nexus.arrival.settings import (
 )
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.identity.merge import MERGE_REASON, MergeResult, merge_entities
 from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
 from nexus.ledger.records import EventDraft, NewSession, SessionRecord
+from nexus.people.merge import MERGE_REASON, MergeResult, merge_entities
 from nexus.queueing.modes import COMPACT
 
 API_ADAPTER = "api"
@@ -162,7 +162,7 @@ def merge_people(
     arrivals: ArrivalSignals | None = None,
     queueing: QueuePolicy | None = None,
 ) -> MergeResult:
-    """Merge entities (`nexus.identity.merge`) and tell the primary session with a queued
+    """Merge entities (`nexus.people.merge`) and tell the primary session with a queued
     notice, in the caller's transaction: the merge, its aliases and the notice commit
     together or not at all."""
     result = merge_entities(uow, into=into, merged=merged)
