@@ -10,7 +10,7 @@ from typing import Any
 
 from nexus.arrival.messages import API_ADAPTER, Doors, QueuedMessage, send_to
 from nexus.arrival.route import Routed, RouteTarget, persona_session_label, route
-from nexus.arrival.settings import check_model
+from nexus.arrival.settings import check_model, turn_layer
 from nexus.db import UnitOfWork
 from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode
@@ -54,7 +54,6 @@ def route_message(
     planned = _planned(uow.ledger, target) if routed.how == "smart" else routed.session
     # Exactly the session routed to: a thread's session is that thread's, whatever
     # aliases a merge left on its label since.
-    given = {name: value for name, value in (model_overrides or {}).items() if value is not None}
     queued = send_to(
         uow,
         routed.session,
@@ -65,7 +64,7 @@ def route_message(
         arrivals=doors.coordination,
         queueing=doors.queue_policy,
         policies=doors.policies,
-        model_overrides=given or None,
+        model_overrides=turn_layer(model_overrides),
         event_id=event_id,
     )
     check_model(uow, doors.settings.default_model, queued.session, model_overrides)

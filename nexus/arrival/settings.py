@@ -167,6 +167,13 @@ def policy_for_session(
     return decision if decision.allowed else None
 
 
+def turn_layer(given: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A message's own model configuration as its queue item keeps it: a null field is
+    "not said here", and nothing said is None."""
+    found = {name: value for name, value in (given or {}).items() if value is not None}
+    return found or None
+
+
 def check_model(
     uow: UnitOfWork,
     default_model: str,

@@ -20,7 +20,7 @@ from typing import Any
 from nexus.agents.tree import session_tree
 from nexus.arrival.messages import Doors, QueuedMessage, request_compaction, send_to_session
 from nexus.arrival.service import refuse_archived
-from nexus.arrival.settings import check_model
+from nexus.arrival.settings import check_model, turn_layer
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.stream import QUEUE_ITEM_DROPPED
@@ -134,7 +134,6 @@ def send(
             check_new_label(label)
         except ValueError as error:
             raise InvalidLabel(str(error)) from error
-    given = {name: value for name, value in (model_overrides or {}).items() if value is not None}
     queued = send_to_session(
         uow,
         label,
@@ -146,7 +145,7 @@ def send(
         arrivals=doors.coordination,
         queueing=doors.queue_policy,
         policies=doors.policies,
-        model_overrides=given or None,
+        model_overrides=turn_layer(model_overrides),
     )
     check_model(uow, doors.settings.default_model, queued.session, model_overrides)
     uow.commit()
