@@ -215,6 +215,7 @@ class Tree:
 
 
 def tree(uow: UnitOfWork, coordination: Coordination, label: str) -> Tree:
+    """The session's turn tree (a deleted session's too) and what it runs now."""
     found = session_tree(uow.ledger, label)
     session = get_any(uow, label)
     return Tree(found, coordination.running(session.id))
@@ -222,6 +223,8 @@ def tree(uow: UnitOfWork, coordination: Coordination, label: str) -> Tree:
 
 @dataclass(frozen=True)
 class Queue:
+    """A session's queue items, in order, and where each open one stands in line."""
+
     session: SessionRecord
     items: list[QueueItemRecord]
     places: dict[str, Place]  # an open item's place in line
