@@ -22,7 +22,7 @@ from nexus.api import (
     inbound,
     operations,
     operator,
-    routing,
+    route,
     session_detail,
     session_events,
     sessions,
@@ -33,10 +33,12 @@ from nexus.api import (
 from nexus.api.auth import TokenCheck
 from nexus.api.deps import ApiState, attach
 from nexus.api.errors import (
+    DOMAIN_ERRORS,
     UNAVAILABLE,
     ApiError,
     api_error_handler,
     archived_handler,
+    domain_error_handler,
     error_body,
     rejected_handler,
     unavailable_handler,
@@ -97,6 +99,8 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(Rejected, rejected_handler)
     app.add_exception_handler(SessionArchived, archived_handler)
+    for refusal in DOMAIN_ERRORS:
+        app.add_exception_handler(refusal, domain_error_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(HTTPException, _http_error_handler)
     for unavailable in UNAVAILABLE:
@@ -116,7 +120,7 @@ def create_app(nexus: Nexus, *, open_on_loopback: bool = False) -> FastAPI:
         agents,
         turns,
         usage,
-        routing,
+        route,
         hooks,
         operations,
         operator,

@@ -9,8 +9,13 @@ from pydantic import BaseModel
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from nexus.adapters.inbound.base import Rejected
+from nexus.agents.cancel import NotAWorker
 from nexus.api.validation import FieldError
-from nexus.ledger.repository import SessionDeleted
+from nexus.engine.model_config import ModelConfigError
+from nexus.ledger.repository import LabelTaken, NotForkable, NotFound, SessionDeleted
+from nexus.sessions.rollback import NotInChain, TurnRunning
+from nexus.sessions.service import InvalidLabel, NotWaiting
+from nexus.sessions.session_events import InvalidAfter
 
 log = structlog.get_logger(__name__)
 
@@ -111,3 +116,28 @@ async def archived_handler(_request: Request, error: Exception) -> JSONResponse:
     written."""
     kind = "session_deleted" if isinstance(error, SessionDeleted) else "session_archived"
     return JSONResponse(error_body(kind, str(error)), status_code=409)
+
+
+# The services' domain errors and the answer each gets, whatever route it comes from (the
+# most specific class registered wins): the message is the error's own.
+DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    NotFound: (404, "not_found"),
+    LabelTaken: (409, "conflict"),
+    NotWaiting: (409, "conflict"),
+    NotForkable: (409, "not_forkable"),
+    TurnRunning: (409, "turn_running"),
+    NotInChain: (409, "not_in_chain"),
+    NotAWorker: (409, "not_a_worker"),
+    InvalidAfter: (400, "invalid_after"),
+    InvalidLabel: (422, "invalid_request"),
+    ModelConfigError: (422, "invalid_model_config"),
+}
+
+
+async def domain_error_handler(_request: Request, error: Exception) -> JSONResponse:
+    """A service's refusal in the one error shape, with the status its kind has."""
+    for kind in type(error).__mro__:
+        if kind in DOMAIN_ERRORS:
+            status, name = DOMAIN_ERRORS[kind]
+            return JSONResponse(error_body(name, str(error)), status_code=status)
+    raise error  # registered for a class of the table only

@@ -20,6 +20,7 @@ from nexus.ingest.service import ingest
 from nexus.ledger.records import EventRecord
 from nexus.ledger.strings import AdapterName, EventId
 from nexus.ledger.strings import Key as Column
+from nexus.operations import events as stored
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS
 
 router = APIRouter(
@@ -132,7 +133,4 @@ async def post_event(
 def get_event(event_id: EventId, database: DatabaseDep) -> EventRecord:
     """One stored event with its disposition (what became of it)."""
     with database.unit_of_work() as uow:
-        event = uow.ledger.events.get(event_id)
-    if event is None:
-        raise ApiError(404, "not_found", f"no event {event_id!r}")
-    return event
+        return stored.get_event(uow, event_id)

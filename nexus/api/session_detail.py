@@ -3,14 +3,14 @@ settings (and where each came from); its own settings and its archive state chan
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter
 
 from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError, error_responses
-from nexus.api.model_settings import check_model, model_settings
-from nexus.api.schemas.model import patched
+from nexus.api.schemas.model import patched, settings_view
 from nexus.api.schemas.sessions import (
     PendingView,
     QueueSettingsView,
@@ -18,22 +18,11 @@ from nexus.api.schemas.sessions import (
     SessionSettings,
     SettingView,
 )
-from nexus.api.sessions import resolve_any, running_view, session_view
-from nexus.arrival.messages import OWN_ADAPTERS
-from nexus.arrival.settings import (
-    archived_reason,
-    policy_for_session,
-    policy_overrides,
-    session_overrides,
-)
-from nexus.bootstrap import Nexus
-from nexus.db import UnitOfWork
-from nexus.ledger.enums import OPEN_QUEUE_STATUSES, DropPolicy, QueueMode, SessionStatus
+from nexus.api.sessions import running_view, session_view
+from nexus.ledger.enums import DropPolicy, QueueMode, SessionStatus
 from nexus.ledger.records import SessionLabel, SessionRecord
-from nexus.ledger.repository import SessionDeleted
-from nexus.queueing.pending import pending
-from nexus.queueing.settings import QueueOverrides, effective_queue
-from nexus.sessions.deletion import delete_session
+from nexus.queueing.settings import EffectiveQueue
+from nexus.sessions import service as sessions
 
 # Registered after nexus.api.sessions: its `/{label:path}/…` routes must match first.
 router = APIRouter(
@@ -53,11 +42,7 @@ _COLUMNS = {
 }
 
 
-def queue_settings(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> QueueSettingsView:
-    # The same layers an input to the session arrives under (nexus/arrival/settings.py).
-    decision = policy_for_session(uow, graph.policies, session, not_from=OWN_ADAPTERS)
-    policy = policy_overrides(decision) if decision is not None else QueueOverrides()
-    found = effective_queue(session_overrides(session), policy, graph.queue_policy.defaults)
+def queue_settings(found: EffectiveQueue, policy: str | None) -> QueueSettingsView:
     return QueueSettingsView(
         mode=SettingView[QueueMode | None](value=found.mode.value, source=found.mode.source),
         cap=SettingView[int](value=found.cap.value, source=found.cap.source),
@@ -65,7 +50,7 @@ def queue_settings(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> Que
         debounce_ms=SettingView[int](
             value=found.debounce_ms.value, source=found.debounce_ms.source
         ),
-        policy=decision.policy if decision is not None else None,
+        policy=policy,
     )
 
 
@@ -89,19 +74,15 @@ def changes(body: SessionSettings, session: SessionRecord) -> dict[str, Any]:
     return values
 
 
-def session_detail(uow: UnitOfWork, graph: Nexus, session: SessionRecord) -> SessionDetail:
+def detail_view(found: sessions.SessionDetail) -> SessionDetail:
     """The session with its settings, the turn it runs now and what waits."""
-    view = session_view(uow, session)
-    waiting = uow.ledger.queue.for_session(session.id, statuses=list(OPEN_QUEUE_STATUSES))
-    found = pending(waiting, now_ms=uow.ledger.clock())
-    model, refused = model_settings(uow, graph.settings.default_model, session)
     return SessionDetail(
-        **view.model_dump(),
-        queue=queue_settings(uow, graph, session),
-        running=running_view(graph.coordination.running(session.id)),
-        pending=PendingView(count=found.count, oldest_age_ms=found.oldest_age_ms),
-        model_settings=model,
-        model_settings_error=refused,
+        **session_view(found.entry).model_dump(),
+        queue=queue_settings(found.queue, found.policy),
+        running=running_view(found.running),
+        pending=PendingView(count=found.pending.count, oldest_age_ms=found.pending.oldest_age_ms),
+        model_settings=settings_view(found.model) if found.model is not None else None,
+        model_settings_error=found.model_error,
     )
 
 
@@ -110,7 +91,7 @@ def get_session(label: SessionLabel, graph: NexusDep) -> SessionDetail:
     """One session with its effective queue settings; a label that is an alias (after an
     entity merge, say) gives its target."""
     with graph.database.reading() as uow:
-        return session_detail(uow, graph, resolve_any(uow, label))
+        return detail_view(sessions.get_detail(uow, graph, label))
 
 
 @router.patch("/{label:path}")
@@ -122,16 +103,7 @@ def configure(label: SessionLabel, body: SessionSettings, graph: NexusDep) -> Se
     if not body.model_fields_set:
         raise ApiError(400, "nothing_to_change", "send at least one setting")
     with graph.database.unit_of_work() as uow:
-        session = resolve_any(uow, label)
-        if session.status == SessionStatus.DELETED:
-            raise SessionDeleted(archived_reason(session))
-        values = changes(body, session)
-        if "model_overrides" in values:
-            check_model(uow, graph.settings.default_model, session.model_copy(update=values))
-        session = uow.ledger.sessions.configure(session.id, values)
-        detail = session_detail(uow, graph, session)
-        uow.commit()
-    return detail
+        return detail_view(sessions.configure(uow, graph, label, partial(changes, body)))
 
 
 @router.delete("/{label:path}")
@@ -141,10 +113,4 @@ def delete(label: SessionLabel, graph: NexusDep) -> SessionDetail:
     waiting messages are dropped (disposition `cancelled`), a running turn is asked to stop,
     and new messages to it are refused with 409. Deleting it again changes nothing.
     Answers the session as GET does."""
-    with graph.database.reading() as uow:
-        session = resolve_any(uow, label)
-    delete_session(graph.database, graph.coordination, session.id)
-    with graph.database.reading() as uow:
-        found = uow.ledger.sessions.get(session.id)
-        assert found is not None  # deleting keeps the row
-        return session_detail(uow, graph, found)
+    return detail_view(sessions.delete(graph, label))

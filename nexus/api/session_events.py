@@ -10,15 +10,11 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.errors import error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
-from nexus.api.sessions import resolve
-from nexus.api.stream_replay import ledger_position
-from nexus.db import UnitOfWork
-from nexus.ids import now_ms
 from nexus.ledger.records import SessionLabel
 from nexus.ledger.repository.session_events import SessionEventRecord
-from nexus.queueing.stream_log import BadStreamId, parse_resume_id
+from nexus.sessions import service as sessions
 
 # Registered before nexus.api.session_detail, whose `{label:path}` would take these.
 router = APIRouter(
@@ -27,7 +23,6 @@ router = APIRouter(
     dependencies=AUTHENTICATED,
     responses=error_responses(400, 404),
 )
-_MAX_SEQUENCE = 2**63 - 1
 
 
 class SessionEventView(BaseModel):
@@ -63,9 +58,9 @@ def session_events(
     turn, from `session.started` to `session.completed`. Append-only."""
     cursor = decode_cursor(page.cursor, [int])
     with database.reading() as uow:
-        session = resolve(uow, label)
-        start = int(cursor[0]) if cursor else _after(uow, session.id, after) if after else 0
-        rows = uow.ledger.session_events.page(session.id, after=start, limit=page.limit + 1)
+        session, rows = sessions.event_page(
+            uow, label, after=int(cursor[0]) if cursor else after, limit=page.limit + 1
+        )
     return page_body(
         rows, page.limit, lambda row: (row.sequence,), lambda row: _view(session.label, row)
     )
@@ -73,33 +68,3 @@ def session_events(
 
 def _view(label: str, row: SessionEventRecord) -> SessionEventView:
     return SessionEventView(**row.model_dump(exclude={"session_id"}), session=label)
-
-
-def _after(uow: UnitOfWork, session_id: str, after: str) -> int:
-    """The sequence `after` names in the session, or 400 invalid_after saying why not."""
-    if after.isascii() and after.isdigit():
-        if int(after) > _MAX_SEQUENCE:
-            raise ApiError(400, "invalid_after", f"after={after[:32]!r} is out of range")
-        return int(after)
-    if "-" in after:
-        try:
-            resume = parse_resume_id(after, now_ms=now_ms())
-        except BadStreamId as error:
-            raise ApiError(400, "invalid_after", f"after: {error}") from error
-        if resume.known is None:
-            raise ApiError(
-                400,
-                "invalid_after",
-                f"after={after[:64]!r} is a bare stream id: it names no place in the ledger "
-                "(ids the stream sends now look like 1700000000000-0.42)",
-            )
-        return ledger_position(uow, session_id, resume)
-    found = uow.ledger.session_events.sequence_of(session_id, after)
-    if found is None:
-        raise ApiError(
-            400,
-            "invalid_after",
-            f"after={after[:64]!r} is not a sequence number, an SSE event id or the id of "
-            "one of this session's events",
-        )
-    return found

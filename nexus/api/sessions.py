@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Annotated
 
 import structlog
@@ -12,13 +11,10 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from nexus.agents.tree import session_tree
 from nexus.api import stream_replay
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
 from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body, error_responses
-from nexus.api.model_settings import check_model
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
-from nexus.api.schemas.model import without_nulls
 from nexus.api.schemas.sessions import (
     AbortRequested,
     CompactQueued,
@@ -35,21 +31,15 @@ from nexus.api.schemas.sessions import (
     SessionTree,
     SessionView,
 )
-from nexus.arrival.messages import request_compaction, send_to_session
-from nexus.arrival.service import refuse_archived
 from nexus.bootstrap import Nexus
-from nexus.db import UnitOfWork
-from nexus.engine.stream import QUEUE_ITEM_DROPPED
+from nexus.db import Database
 from nexus.ids import now_ms
-from nexus.ledger.enums import Disposition, QueueStatus, SessionOrigin
-from nexus.ledger.records import NewSession, SessionLabel, SessionRecord, check_new_label
-from nexus.ledger.repository import LabelTaken, NotFound
+from nexus.ledger.records import SessionLabel, SessionRecord
 from nexus.ledger.strings import PersonaName, QueueItemId
 from nexus.queueing.coordination import CoordinationUnavailable
-from nexus.queueing.pending import places
 from nexus.queueing.running import RunningTurn
 from nexus.queueing.stream_log import BadStreamId, ResumeId, parse_resume_id
-from nexus.sessions.rollback import NotInChain, TurnRunning, rollback
+from nexus.sessions import service as sessions
 
 log = structlog.get_logger(__name__)
 router = APIRouter(
@@ -65,38 +55,17 @@ KEEPALIVE_MS = 15_000
 RECONNECT_MS = 2_000
 
 
-def session_view(uow: UnitOfWork, session: SessionRecord) -> SessionView:
-    persona = uow.ledger.agents.get(session.persona_id)
-    return SessionView(
-        **session.model_dump(),
-        persona=persona.name if persona else None,
-        aliases=[alias for alias, _ in uow.ledger.sessions.aliases_of(session.label)],
-    )
+def session_view(found: sessions.SessionEntry) -> SessionView:
+    return SessionView(**found.session.model_dump(), persona=found.persona, aliases=found.aliases)
 
 
 def running_view(found: RunningTurn | None) -> RunningView | None:
     return None if found is None else RunningView(**dataclasses.asdict(found))
 
 
-def resolve(uow: UnitOfWork, label: str) -> SessionRecord:
-    session = uow.ledger.sessions.resolve(label)
-    if session is None:
-        raise ApiError(404, "not_found", f"no session labelled {label!r}")
-    return session
-
-
-def resolve_any(uow: UnitOfWork, label: str) -> SessionRecord:
-    """As `resolve`, and else the newest deleted session that had the label: for reading
-    it, and for answering what became of it."""
-    session = uow.ledger.sessions.resolve(label) or uow.ledger.sessions.get_by_label(label)
-    if session is None:
-        raise ApiError(404, "not_found", f"no session labelled {label!r}")
-    return session
-
-
-def _session(database: DatabaseDep, label: str) -> SessionRecord:
+def _session(database: Database, label: str) -> SessionRecord:
     with database.unit_of_work() as uow:
-        return resolve_any(uow, label)
+        return sessions.get_any(uow, label)
 
 
 @router.get("")
@@ -108,48 +77,17 @@ def list_sessions(
     """Sessions in label order, optionally of one persona (by name)."""
     after = decode_cursor(page.cursor, [str])
     with database.unit_of_work() as uow:
-        persona_id = None
-        if persona is not None:
-            agent = uow.ledger.agents.get_by_name(persona)
-            if agent is None:
-                raise ApiError(404, "not_found", f"no persona named {persona!r}")
-            persona_id = agent.id
-        rows = uow.ledger.sessions.page(
-            after_label=str(after[0]) if after else None,
-            limit=page.limit + 1,
-            persona_id=persona_id,
+        rows = sessions.list_sessions(
+            uow, after=str(after[0]) if after else None, limit=page.limit + 1, persona=persona
         )
-        return page_body(rows, page.limit, lambda s: (s.label,), lambda s: session_view(uow, s))
+    return page_body(rows, page.limit, lambda s: (s.session.label,), session_view)
 
 
 @router.post("", status_code=201)
 def create_session(body: CreateSession, database: DatabaseDep) -> SessionView:
     """A new, empty session for a persona (created when it does not exist yet)."""
     with database.unit_of_work() as uow:
-        if uow.ledger.sessions.resolve(body.label) is not None:
-            raise ApiError(409, "conflict", f"session {body.label!r} exists")
-        agent = uow.ledger.agents.ensure(body.persona)
-        try:
-            session = uow.ledger.sessions.create(
-                NewSession(
-                    label=body.label,
-                    persona_id=agent.id,
-                    origin=SessionOrigin.USER,
-                    queue_mode=body.queue_mode,
-                )
-            )
-        except LabelTaken as error:
-            raise ApiError(409, "conflict", str(error)) from error
-        view = session_view(uow, session)
-        uow.commit()
-    return view
-
-
-def _new_label(label: str) -> None:
-    try:
-        check_new_label(label)
-    except ValueError as error:
-        raise ApiError(422, "invalid_request", str(error)) from error
+        return session_view(sessions.create(uow, body.label, body.persona, body.queue_mode))
 
 
 # -- talking to a session --------------------------------------------------------------------
@@ -157,26 +95,16 @@ def _new_label(label: str) -> None:
 
 def _send(graph: Nexus, label: str, body: SendMessage) -> Queued:
     with graph.database.unit_of_work() as uow:
-        if uow.ledger.sessions.resolve(label) is None:
-            gone = uow.ledger.sessions.get_by_label(label)
-            if gone is not None:  # not silently a new session: say so, and how to get one
-                refuse_archived(gone)
-            _new_label(label)  # a missing session is created: under a label a caller may choose
-        queued = send_to_session(
+        queued = sessions.send(
             uow,
+            graph,
             label,
             body.content,
-            graph.doorbell,
             persona=body.persona,
             mode=body.mode,
             source=body.source,
-            arrivals=graph.coordination,
-            queueing=graph.queue_policy,
-            policies=graph.policies,
-            model_overrides=without_nulls(body.model_overrides),
+            model_overrides=body.model_overrides,
         )
-        check_model(uow, graph.settings.default_model, queued.session, body.model_overrides)
-        uow.commit()
     return Queued(
         event_id=queued.event_id,
         queue_item_id=queued.queue_item_id,
@@ -199,10 +127,7 @@ def thread_at_head(
     """The thread at the session's head: its turns oldest first, with their messages
     (`limit`: only the newest that many)."""
     with database.unit_of_work() as uow:
-        session = resolve_any(uow, label)
-        chain = uow.ledger.threads.read_ancestry(session.thread_id) if session.thread_id else []
-    if limit is not None and limit >= 0:
-        chain = chain[-limit:] if limit else []
+        session, chain = sessions.thread(uow, label, limit)
     return SessionThread(session=session.label, turns=chain)
 
 
@@ -213,22 +138,9 @@ def rollback_session(label: SessionLabel, body: RollbackRequest, graph: NexusDep
     readable (the tree shows them as an `abandoned` branch) and the move is kept in the
     session's pointer history. 409 while a turn runs (with `abort: true`, the turn is asked
     to stop first: retry once it has), for a deleted session, or a turn off its chain."""
-    session = _session(graph.database, label)
-    try:
-        done = rollback(
-            graph.database,
-            graph.coordination,
-            graph.doorbell,
-            session.id,
-            body.turn_id,
-            abort=body.abort,
-        )
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except TurnRunning as error:
-        raise ApiError(409, "turn_running", str(error)) from error
-    except NotInChain as error:
-        raise ApiError(409, "not_in_chain", str(error)) from error
+    done = sessions.rollback_session(
+        graph.database, graph.coordination, graph.doorbell, label, body.turn_id, abort=body.abort
+    )
     return RolledBackView(
         session=done.session.label,
         head=done.session.thread_id,
@@ -243,9 +155,8 @@ def abort(
 ) -> AbortRequested:
     """Ask the running turn to stop at its next stream chunk or boundary; its partial answer
     is kept as an aborted turn. Harmless when nothing runs."""
-    session = _session(database, label)
-    # The epoch as read now: the turn running now (claimed at it) stops; a later one does not.
-    coordination.request_abort(session.id, epoch=session.epoch)
+    with database.unit_of_work() as uow:
+        session = sessions.abort(uow, coordination, label)
     return AbortRequested(session=session.label, abort_requested=True)
 
 
@@ -318,16 +229,7 @@ async def _events(
 
 def _compact(graph: Nexus, label: str, instructions: str | None) -> CompactQueued:
     with graph.database.unit_of_work() as uow:
-        session = resolve(uow, label)
-        item_id = request_compaction(
-            uow,
-            session,
-            graph.doorbell,
-            instructions=instructions,
-            arrivals=graph.coordination,
-            queueing=graph.queue_policy,
-        )
-        uow.commit()
+        session, item_id = sessions.compact(uow, graph, label, instructions)
     return CompactQueued(status="queued", session=session.label, queue_item_id=item_id)
 
 
@@ -344,25 +246,19 @@ def tree(label: SessionLabel, database: DatabaseDep, coordination: CoordinationD
     """The session's turn tree: each turn, and the workers and forks that branch off it;
     a turn still running is `running`, on its way to becoming a child of `head`."""
     with database.unit_of_work() as uow:
-        try:
-            found = SessionTree.model_validate(session_tree(uow.ledger, label))
-            session = resolve_any(uow, label)
-        except NotFound as error:
-            raise ApiError(404, "not_found", str(error)) from error
-    now = coordination.running(session.id)
-    return found.model_copy(update={"running": running_view(now)})
+        found = sessions.tree(uow, coordination, label)
+    view = SessionTree.model_validate(found.tree)
+    return view.model_copy(update={"running": running_view(found.running)})
 
 
 @router.get("/{label:path}/queue")
 def queue(label: SessionLabel, database: DatabaseDep, open_only: bool = False) -> QueueView:
     """The session's queue items in order, with what became of each."""
-    session = _session(database, label)
-    statuses = [QueueStatus.QUEUED, QueueStatus.CLAIMED] if open_only else None
     with database.unit_of_work() as uow:
-        items = uow.ledger.queue.for_session(session.id, statuses=statuses)
-        found = places(items, now_ms=uow.ledger.clock())
+        found = sessions.queue(uow, label, open_only=open_only)
     return QueueView(
-        session=session.label, items=[QueueItemView.of(i, found.get(i.id)) for i in items]
+        session=found.session.label,
+        items=[QueueItemView.of(i, found.places.get(i.id)) for i in found.items],
     )
 
 
@@ -371,26 +267,8 @@ def cancel(
     label: SessionLabel, item_id: QueueItemId, database: DatabaseDep, coordination: CoordinationDep
 ) -> QueueItemView:
     """Cancel a waiting item; one a run has claimed (or that is settled) is 409."""
-    session = _session(database, label)
     with database.unit_of_work() as uow:
-        item = uow.ledger.queue.get(item_id)
-        if item is None or item.session_id != session.id:
-            raise ApiError(404, "not_found", f"no queue item {item_id!r} in {session.label!r}")
-        changed = uow.ledger.queue.dispose(
-            [item_id],
-            status=QueueStatus.DROPPED,
-            disposition=Disposition.CANCELLED,
-            detail="cancelled through the API",
-            only_waiting=True,
-        )
-        if not changed:
-            raise ApiError(409, "conflict", f"item {item_id} is {item.status.value}, not waiting")
-        cancelled = uow.ledger.queue.get(item_id)
-        dropped = {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"}
-        uow.after_commit(partial(coordination.publish, session.id, QUEUE_ITEM_DROPPED, dropped))
-        uow.commit()
-    assert cancelled is not None
-    return QueueItemView.of(cancelled)
+        return QueueItemView.of(sessions.cancel_item(uow, coordination, label, item_id))
 
 
 # Last: `{label:path}` would otherwise swallow every /v1/sessions/{label}/… route above.

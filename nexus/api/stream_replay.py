@@ -13,27 +13,16 @@ import structlog
 from fastapi.concurrency import run_in_threadpool
 
 from nexus.bootstrap import Nexus
-from nexus.db import Database, UnitOfWork
+from nexus.db import Database
 from nexus.engine.stream import Mark
 from nexus.ledger.repository.session_events import SessionEventRecord
 from nexus.queueing.coordination import Coordination, CoordinationUnavailable
 from nexus.queueing.stream_log import ResumeId, resume_id_text
+from nexus.sessions import service as sessions
 
 log = structlog.get_logger(__name__)
 # Rows read per statement while a reconnect replays from the ledger.
 REPLAY_PAGE = 200
-
-
-def ledger_position(uow: UnitOfWork, session_id: str, resume: ResumeId) -> int:
-    """The last kept event a client with this id had: its turn's n-th when the turn is kept
-    (a running turn's event), else the newest kept event it was sent."""
-    known = resume.known or 0
-    if resume.turn_id is not None and resume.n is not None:
-        span = uow.ledger.session_events.turn_span(session_id, resume.turn_id)
-        if span is not None:
-            first, last = span
-            return max(known, min(first + resume.n - 1, last))
-    return known
 
 
 @dataclass
@@ -68,17 +57,17 @@ async def stream_start(
 
 def _last_sequence(database: Database, session_id: str) -> int:
     with database.reading() as uow:
-        return uow.ledger.session_events.last_sequence(session_id)
+        return sessions.last_sequence(uow, session_id)
 
 
 def _position(database: Database, session_id: str, resume: ResumeId) -> int:
     with database.reading() as uow:
-        return ledger_position(uow, session_id, resume)
+        return sessions.ledger_position(uow, session_id, resume)
 
 
 def _rows(database: Database, session_id: str, after: int, limit: int) -> list[SessionEventRecord]:
     with database.reading() as uow:
-        return uow.ledger.session_events.page(session_id, after=after, limit=limit)
+        return sessions.events_after(uow, session_id, after, limit)
 
 
 def _between(database: Database, session_id: str, low: int, high: int) -> list[SessionEventRecord]:

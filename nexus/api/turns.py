@@ -6,11 +6,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError, error_responses
-from nexus.db.unit_of_work import UnitOfWork
+from nexus.api.errors import error_responses
 from nexus.ledger.records import NewSessionLabel, SessionRecord, TurnView
-from nexus.ledger.repository import LabelTaken, NotForkable
 from nexus.ledger.strings import TurnId
+from nexus.sessions import service as sessions
 
 router = APIRouter(
     prefix="/v1/turns",
@@ -31,45 +30,23 @@ class TurnThread(BaseModel):
     turns: list[TurnView]
 
 
-def _turn(uow: UnitOfWork, turn_id: str) -> TurnView:
-    view = uow.ledger.threads.get_turn(turn_id)
-    if view is None:
-        raise ApiError(404, "not_found", f"no turn {turn_id!r}")
-    return view
-
-
 @router.get("/{turn_id}")
 def get_turn(turn_id: TurnId, database: DatabaseDep) -> TurnView:
     """One turn with its messages and tool calls (the shape `nexus turn --json` prints)."""
     with database.unit_of_work() as uow:
-        return _turn(uow, turn_id)
+        return sessions.get_turn(uow, turn_id)
 
 
 @router.get("/{turn_id}/thread")
 def get_thread(turn_id: TurnId, database: DatabaseDep) -> TurnThread:
     """Every turn from the root to this one, oldest first, compactions included."""
     with database.unit_of_work() as uow:
-        view = _turn(uow, turn_id)
-        if uow.ledger.threads.get_thread(turn_id) is not None:
-            chain = uow.ledger.threads.read_ancestry(turn_id)
-        else:
-            # A failed or superseded turn is off every chain; its ancestry is its parent's.
-            parent = view.turn.parent_turn_id
-            chain = [*(uow.ledger.threads.read_ancestry(parent) if parent else []), view]
+        chain = sessions.turn_thread(uow, turn_id)
     return TurnThread(turn_id=turn_id, turns=chain)
 
 
 @router.post("/{turn_id}/fork", status_code=201)
 def fork(turn_id: TurnId, database: DatabaseDep, body: ForkRequest | None = None) -> SessionRecord:
     """A new session whose head is this turn; the persona is the thread's."""
-    label = body.label if body else None
     with database.unit_of_work() as uow:
-        _turn(uow, turn_id)
-        try:
-            session = uow.ledger.sessions.fork(turn_id, label=label)
-        except NotForkable as error:
-            raise ApiError(409, "not_forkable", str(error)) from error
-        except LabelTaken as error:
-            raise ApiError(409, "conflict", str(error)) from error
-        uow.commit()
-    return session
+        return sessions.fork(uow, turn_id, body.label if body else None)

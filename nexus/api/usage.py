@@ -14,9 +14,9 @@ from nexus.api.errors import ApiError, error_responses
 from nexus.api.validation import PATTERN_WORDS
 from nexus.ledger.records import SessionLabel
 from nexus.ledger.repository.usage import UsageSum as Sum
-from nexus.ledger.repository.usage import summarize
 from nexus.ledger.strings import PersonaName
 from nexus.pricing import usd
+from nexus.sessions import service as sessions
 
 router = APIRouter(
     prefix="/v1/usage", tags=["usage"], dependencies=AUTHENTICATED, responses=error_responses(404)
@@ -123,23 +123,12 @@ def usage(
     billed."""
     start = parse_since(since) if since is not None else None
     with database.reading() as uow:
-        session_id = persona_id = None
-        if session is not None:
-            found = uow.ledger.sessions.resolve(session)
-            if found is None:
-                raise ApiError(404, "not_found", f"no session labelled {session!r}")
-            session_id = found.id
-        if persona is not None:
-            agent = uow.ledger.agents.get_by_name(persona)
-            if agent is None:
-                raise ApiError(404, "not_found", f"no persona named {persona!r}")
-            persona_id = agent.id
-        groups = uow.ledger.usage.groups(
-            session_id=session_id,
-            persona_id=persona_id,
+        report = sessions.usage_report(
+            uow,
+            session=session,
+            persona=persona,
             since_ms=int(start.timestamp() * 1000) if start is not None else None,
         )
-    report = summarize(groups)
     return UsageReport(
         session=session,
         persona=persona,

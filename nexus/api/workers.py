@@ -3,21 +3,18 @@ and cancelling one."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from nexus.agents.cancel import NotAWorker, cancel_worker
-from nexus.agents.dispatched import WORKER, Dispatched, dispatched_page, dispatched_worker
+from nexus.agents.dispatched import WORKER, Dispatched, dispatched_worker
 from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, DoorbellDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.errors import error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
-from nexus.engine.stream import QUEUE_ITEM_DROPPED
 from nexus.ledger.records import SessionLabel, SessionRecord
-from nexus.ledger.repository import NotFound
 from nexus.ledger.repository.workers import Activity
+from nexus.sessions import service as sessions
 
 router = APIRouter(
     prefix="/v1/sessions",
@@ -79,13 +76,9 @@ def list_workers(
     """The workers `label` dispatched and the tasks it sent to other sessions and forks,
     oldest first, with their task status."""
     after = decode_cursor(page.cursor, [int, int, str])
+    key = (int(after[0]), int(after[1]), str(after[2])) if after else None
     with database.unit_of_work() as uow:
-        manager = uow.ledger.sessions.resolve(label)
-        if manager is None:
-            raise ApiError(404, "not_found", f"no session labelled {label!r}")
-        key = (int(after[0]), int(after[1]), str(after[2])) if after else None
-        rows = dispatched_page(uow.ledger, manager.label, after=key, limit=page.limit + 1)
-        activity = uow.ledger.workers.activity([row.session.id for row in rows[: page.limit]])
+        rows, activity = sessions.list_workers(uow, label, after=key, limit=page.limit + 1)
     return page_body(
         rows, page.limit, lambda d: d.key, lambda d: WorkerView.entry(d, activity[d.session.id])
     )
@@ -99,23 +92,10 @@ def cancel(
     task becomes `cancelled` and its parent is told; it takes no new messages (409).
     Cancelling again changes nothing; a session that is no worker is 409."""
     with database.unit_of_work() as uow:
-        try:
-            done = cancel_worker(uow, doorbell, label)
-        except NotFound as error:
-            raise ApiError(404, "not_found", str(error)) from error
-        except NotAWorker as error:
-            raise ApiError(409, "not_a_worker", str(error)) from error
-        worker = done.worker
-        for item_id in done.dropped:
-            dropped = {"queue_item_id": item_id, "disposition": "cancelled", "reason": "cancelled"}
-            uow.after_commit(partial(coordination.publish, worker.id, QUEUE_ITEM_DROPPED, dropped))
-        if not done.already:
-            # Read under the worker's row lock: its running turn stops, and it takes no more.
-            uow.after_commit(partial(coordination.request_abort, worker.id, epoch=worker.epoch))
-        activity = uow.ledger.workers.activity([worker.id])[worker.id]
-        uow.commit()
+        cancelled = sessions.cancel_worker_of(uow, coordination, doorbell, label)
+    done = cancelled.done
     return CancelledWorker(
-        worker=WorkerView.of(worker, activity),
+        worker=WorkerView.of(done.worker, cancelled.activity),
         cancelled_items=done.dropped,
         abort_requested=not done.already,
         already_cancelled=done.already,

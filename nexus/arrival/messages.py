@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from nexus.access.policy import Policy
 from nexus.arrival.service import QUEUED, ArrivalSignals, queue_for, refuse_archived
@@ -23,13 +23,35 @@ from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
 from nexus.ledger.records import EventDraft, NewSession, SessionRecord
 from nexus.people.merge import MERGE_REASON, MergeResult, merge_entities
+from nexus.queueing.coordination import Coordination
 from nexus.queueing.modes import COMPACT
+from nexus.settings import Settings
 
 API_ADAPTER = "api"
 DEFAULT_PERSONA = "atlas"
 # The adapters of inputs Nexus makes itself: no access policy ever saw them, so the policy
 # that keys a session is the one its latest message from elsewhere came under.
 OWN_ADAPTERS = frozenset({API_ADAPTER, *INTERNAL_TRIGGERS})
+
+
+class Doors(Protocol):
+    """What a door's service (the API's, say) takes of the process's object graph to queue
+    an input: the composition root's `Nexus` is one."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def doorbell(self) -> Doorbell: ...
+
+    @property
+    def coordination(self) -> Coordination: ...
+
+    @property
+    def queue_policy(self) -> QueuePolicy: ...
+
+    @property
+    def policies(self) -> list[Policy]: ...
 
 
 @dataclass(frozen=True)

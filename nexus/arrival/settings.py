@@ -10,6 +10,7 @@ from typing import Any
 
 from nexus.access.policy import Decision, PeerKind, Policy, Principal, Venue, decide
 from nexus.db import UnitOfWork
+from nexus.engine.model_config import EffectiveConfig, ModelConfigError, effective_for
 from nexus.ledger.enums import MessageSource, QueueMode, SessionStatus, TaskStatus
 from nexus.ledger.records import EntityRecord, EventRecord, SessionRecord
 from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
@@ -164,6 +165,39 @@ def policy_for_session(
         return None
     decision = decide(policies, principal_for(uow, latest), delivery_for(latest))
     return decision if decision.allowed else None
+
+
+def turn_layer(given: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A message's own model configuration as its queue item keeps it: a null field is
+    "not said here", and nothing said is None."""
+    found = {name: value for name, value in (given or {}).items() if value is not None}
+    return found or None
+
+
+def check_model(
+    uow: UnitOfWork,
+    default_model: str,
+    session: SessionRecord,
+    turn: Mapping[str, Any] | None = None,
+) -> None:
+    """Raise ModelConfigError unless the turn's, the session's and its persona's layers
+    make, together, a configuration a turn can run with (the caller then commits nothing)."""
+    persona = uow.ledger.agents.get(session.persona_id)
+    if persona is not None:
+        effective_for(persona, session, turn=turn, default_model=default_model)
+
+
+def model_settings(
+    uow: UnitOfWork, default_model: str, session: SessionRecord
+) -> tuple[EffectiveConfig | None, str | None]:
+    """What the session's next turn would run with, or why its layers no longer fit."""
+    persona = uow.ledger.agents.get(session.persona_id)
+    if persona is None:
+        return None, None
+    try:
+        return effective_for(persona, session, default_model=default_model), None
+    except ModelConfigError as error:
+        return None, str(error)
 
 
 # The defaults as shipped, for callers (tests, tools) that bring no settings of their own.

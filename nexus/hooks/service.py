@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from nexus.arrival.route import RouteTarget, route
 from nexus.arrival.service import DENIED, QUEUED, ArrivalSignals, queue_for
 from nexus.arrival.settings import SHIPPED_QUEUE_POLICY, QueuePolicy, arrival
 from nexus.db import Database, UnitOfWork
@@ -33,7 +34,6 @@ from nexus.ledger.enums import (
 from nexus.ledger.hook_lineage import CARRIERS, HOOK_ADAPTER, LINEAGE, lineage_of, merged
 from nexus.ledger.records import EventDraft, EventRecord, HookRecord, NewSession, SessionRecord
 from nexus.ledger.repository import SessionArchived
-from nexus.routing.route import RouteTarget, route
 
 log = structlog.get_logger(__name__)
 __all__ = ["HOOK_ADAPTER", "HookRunner"]

@@ -10,13 +10,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy.exc import IntegrityError
 
 from nexus.api.app import create_app
+from nexus.arrival.route import RouteTarget, persona_session_label, route
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.ledger.enums import Disposition, SessionOrigin
 from nexus.ledger.records import NewSession
 from nexus.queueing.coordination import InProcessCoordination
-from nexus.routing.route import RouteTarget, persona_session_label, route
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
 from tests.support import FakeClock

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from nexus.arrival.route import RouteTarget, route
+from nexus.arrival.smart import PER_TERM
 from nexus.db import Database
 from nexus.engine.scripted import Say
 from nexus.ledger.repository import NotFound
-from nexus.routing.route import RouteTarget, route
-from nexus.routing.smart import PER_TERM
 from tests.contract.engine_support import Rig, build_rig
 from tests.support import FakeClock
 

@@ -4,7 +4,7 @@ Thread routing is the primitive (docs/engine.md, "Forks and routing"): a thread 
 if a session's head is that turn the turn continues it, otherwise continuing from there is
 a branch, so a fork session is created with the turn as its head. Session routing follows
 labels and aliases; persona routing goes to the persona's main session; smart routing
-searches what was said (`nexus.routing.smart`) and falls back to the target it was given —
+searches what was said (`nexus.arrival.smart`) and falls back to the target it was given —
 or, given content alone, finds its session or nothing.
 """
 
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nexus.access.keys import system_key
+from nexus.arrival.smart import PER_TERM, best, query_terms
 from nexus.ledger.enums import SessionOrigin
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository import Ledger, NotFound
-from nexus.routing.smart import PER_TERM, best, query_terms
 
 TargetKind = Literal["thread", "session", "persona"]
 

@@ -1,1 +1,0 @@
-"""Routing: thread, session, persona and smart targets, all resolved to a thread head."""
