@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 from nexus.db import UnitOfWork
 from nexus.engine.capabilities import Capability, CapabilityRegistry
-from nexus.engine.model_config import EffectiveConfig, effective_for, parse, to_json
+from nexus.engine.model_config import parse, to_json
 from nexus.ledger.enums import AgentStatus
-from nexus.ledger.records import AgentRecord, SessionRecord
+from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository import NotFound
 
 
@@ -161,19 +161,3 @@ def _chosen(registry: CapabilityRegistry, capability_ids: Sequence[str]) -> list
         if found.status == "coming_soon":
             raise CapabilityUnavailable(f"capability {capability_id!r} is not available yet")
     return [known[c] for c in capability_ids]
-
-
-def effective_config(
-    uow: UnitOfWork,
-    session: SessionRecord,
-    *,
-    default_model: str,
-    turn: Mapping[str, Any] | None = None,
-) -> EffectiveConfig | None:
-    """What a turn of `session` would run with now, over its persona's defaults (and
-    `turn`'s layer); None when the persona is gone. ModelConfigError when the layers
-    together make a configuration the API refuses."""
-    persona = uow.ledger.agents.get(session.persona_id)
-    if persona is None:
-        return None
-    return effective_for(persona, session, turn=turn, default_model=default_model)
