@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from nexus.adapters.outbound.http import classify, new_client, short_hash, transport_failure
+from nexus.adapters.outbound.http import ApiSender, classify, short_hash, transport_failure
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, SendResult
 
@@ -15,13 +15,9 @@ from nexus.outbound.ports import Refused, SendResult
 NO_MENTIONS: dict[str, Any] = {"parse": []}
 
 
-class DiscordSender:
+class DiscordSender(ApiSender):
     name = "discord"
-
-    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
-        self._token = token
-        self._base = api_base.rstrip("/")
-        self._client = client or new_client()
+    configured_by = "NEXUS_DISCORD_BOT_TOKEN"
 
     def idempotent(self, delivery: DeliveryRecord) -> bool:
         # Editing the original answer twice leaves one message; a channel message carries an
@@ -48,7 +44,7 @@ class DiscordSender:
 
     def _channel_message(self, delivery: DeliveryRecord) -> SendResult:
         if not self._token:
-            return Refused("NEXUS_DISCORD_BOT_TOKEN is not set")
+            return Refused(f"{self.configured_by} is not set")
         body: dict[str, Any] = {
             "content": delivery.text,
             "allowed_mentions": NO_MENTIONS,
