@@ -15,7 +15,7 @@ from rich.table import Table
 
 from nexus.cli import model_options
 from nexus.cli.people import _ShowByDefault
-from nexus.settings import get_settings
+from nexus.cli.remote import api
 
 console = Console()
 errors = Console(stderr=True)
@@ -29,13 +29,6 @@ agent_app = typer.Typer(
 )
 
 
-def _api(method: str, path: str, **kwargs: Any) -> Any:
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        return _call(client, method, path, **kwargs)
-
-
 def _all_agents(include_archived: bool) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     cursor: str | None = None
@@ -43,7 +36,7 @@ def _all_agents(include_archived: bool) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"limit": 200, "include_archived": include_archived}
         if cursor is not None:
             params["cursor"] = cursor
-        page = _api("GET", "/v1/agents", params=params)
+        page = api("GET", "/v1/agents", params=params)
         found.extend(page["items"])
         cursor = page.get("next_cursor")
         if not cursor:
@@ -114,7 +107,7 @@ def list_agents(
 
 def list_capabilities(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the capabilities a persona may be given, with their icon and category."""
-    found = _api("GET", "/v1/capabilities")["items"]
+    found = api("GET", "/v1/capabilities")["items"]
     if as_json:
         console.print_json(json.dumps(found))
         return
@@ -180,7 +173,7 @@ def create(
     )
     if config is not None:
         body["default_model_config"] = config
-    _show(_api("POST", "/v1/agents", json=body), as_json)
+    _show(api("POST", "/v1/agents", json=body), as_json)
 
 
 @agent_app.command("edit")
@@ -230,7 +223,7 @@ def edit(
             body["default_model"] = None  # the bare name too: the deployment's model applies
     if not body:
         raise typer.BadParameter("give at least one field to change")
-    _show(_api("PATCH", f"/v1/agents/{quote(agent['id'], safe='')}", json=body), as_json)
+    _show(api("PATCH", f"/v1/agents/{quote(agent['id'], safe='')}", json=body), as_json)
 
 
 @agent_app.command("capabilities")
@@ -242,12 +235,12 @@ def capabilities(
     """Replace the persona's capabilities with these (none given: it has none)."""
     agent = _find(name)
     path = f"/v1/agents/{quote(agent['id'], safe='')}/capabilities"
-    _show(_api("PUT", path, json={"capabilities": chosen or []}), as_json)
+    _show(api("PUT", path, json={"capabilities": chosen or []}), as_json)
 
 
 @agent_app.command("archive")
 def archive(name: str = typer.Argument(..., help="The persona's name (or id).")) -> None:
     """Archive a persona (its sessions and turns keep pointing at it)."""
     agent = _find(name)
-    _api("DELETE", f"/v1/agents/{quote(agent['id'], safe='')}")
+    api("DELETE", f"/v1/agents/{quote(agent['id'], safe='')}")
     console.print(f"archived {escape(agent['name'])}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import nullcontext
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nexus.settings import Settings
+from nexus.settings import Settings, get_settings
 
 console = Console()
 errors = Console(stderr=True)
@@ -61,6 +62,19 @@ def _error_message(response: httpx.Response) -> str:
 
 def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     return _answered(_send(client, method, path, **kwargs))
+
+
+def api(method: str, path: str, **kwargs: Any) -> Any:
+    """One call to the running Nexus (NEXUS_API_URL) and its JSON answer; exit 1 on an error."""
+    with _client(get_settings()) as client:
+        return _call(client, method, path, **kwargs)
+
+
+def stamp(millis: int | None) -> str:
+    """A ledger time (Unix ms) as a UTC date and time to the second; a dash for none."""
+    if millis is None:
+        return "—"
+    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _answered(response: httpx.Response) -> Any:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from nexus.cli import model_options
-from nexus.settings import get_settings
+from nexus.cli.remote import api
 
 console = Console()
 # `--cap default` (and the like) clears the session's own setting.
@@ -20,10 +20,7 @@ CLEAR = "default"
 
 
 def _patch(label: str, body: dict[str, Any]) -> Any:
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        return _call(client, "PATCH", f"/v1/sessions/{quote(label, safe='')}", json=body)
+    return api("PATCH", f"/v1/sessions/{quote(label, safe='')}", json=body)
 
 
 def _number(name: str, given: str | None) -> tuple[bool, int | None]:
@@ -108,11 +105,7 @@ def configure(
     if config is not None:
         body["model_config"] = config
     if not body:
-        from nexus.cli.remote import _call, _client
-
-        with _client(get_settings()) as client:
-            found = _call(client, "GET", f"/v1/sessions/{quote(label, safe='')}")
-        _show(found, as_json)
+        _show(api("GET", f"/v1/sessions/{quote(label, safe='')}"), as_json)
         return
     _show(_patch(label, body), as_json)
 
@@ -132,8 +125,5 @@ def unarchive(label: str = typer.Argument(..., help="Session label.")) -> None:
 def delete(label: str = typer.Argument(..., help="Session label.")) -> None:
     """Delete a session: its history stays in the ledger, it takes no more work (waiting
     messages are dropped, a running turn is stopped) and its label is free again."""
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        found = _call(client, "DELETE", f"/v1/sessions/{quote(label, safe='')}")
+    found = api("DELETE", f"/v1/sessions/{quote(label, safe='')}")
     console.print(f"deleted {found['label']}")

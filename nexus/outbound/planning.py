@@ -15,7 +15,13 @@ from nexus.engine.outcomes import CommitHook
 from nexus.engine.rich import RichReply, RichReplyError, parse_reaction, parse_rich
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
-from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
+from nexus.ledger.records import (
+    DeliveryDraft,
+    EventDraft,
+    EventRecord,
+    SessionRecord,
+    ToolCallDraft,
+)
 from nexus.outbound.addressing import (
     ADDRESSED_FROM_PAYLOAD,
     INTERNAL_TRIGGERS,
@@ -56,15 +62,11 @@ def reply_text(result: TurnResult) -> str | None:
 def rich_reply(result: TurnResult) -> RichReply | None:
     """The buttons and embeds the turn attached to its answer: its last completed
     `present_options` call (checked again: the tool refused what could not be sent)."""
-    calls = [
-        call
-        for call in result.tool_calls
-        if call.tool_name == PRESENT_OPTIONS and call.status == ToolCallStatus.COMPLETED
-    ]
-    if not calls:
+    call = _last_completed(result, PRESENT_OPTIONS)
+    if call is None:
         return None
     try:
-        rich = parse_rich(calls[-1].parameters)
+        rich = parse_rich(call.parameters)
     except RichReplyError:
         return None
     return None if rich.empty else rich
@@ -73,17 +75,23 @@ def rich_reply(result: TurnResult) -> RichReply | None:
 def reaction(result: TurnResult) -> str | None:
     """The reaction the turn put on the message it answers: its last completed `react`
     call (checked again), or None."""
+    call = _last_completed(result, REACT)
+    if call is None:
+        return None
+    try:
+        return parse_reaction(call.parameters.get("reaction"))
+    except RichReplyError:
+        return None
+
+
+def _last_completed(result: TurnResult, tool_name: str) -> ToolCallDraft | None:
+    """The turn's last completed call of `tool_name`, or None."""
     calls = [
         call
         for call in result.tool_calls
-        if call.tool_name == REACT and call.status == ToolCallStatus.COMPLETED
+        if call.tool_name == tool_name and call.status == ToolCallStatus.COMPLETED
     ]
-    if not calls:
-        return None
-    try:
-        return parse_reaction(calls[-1].parameters.get("reaction"))
-    except RichReplyError:
-        return None
+    return calls[-1] if calls else None
 
 
 def reply_hook(doorbell: Doorbell | None) -> CommitHook:
