@@ -15,12 +15,12 @@ from rich.table import Table
 
 from nexus.cli import model_options
 from nexus.cli.people import _ShowByDefault
-from nexus.cli.remote import api
+from nexus.cli.remote import api, every_item
 
 console = Console()
 errors = Console(stderr=True)
 # `--emoji default` (and the like) clears the persona's own value.
-CLEAR = "default"
+CLEAR = model_options.CLEAR
 
 agent_app = typer.Typer(
     cls=_ShowByDefault,
@@ -30,17 +30,7 @@ agent_app = typer.Typer(
 
 
 def _all_agents(include_archived: bool) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": 200, "include_archived": include_archived}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = api("GET", "/v1/agents", params=params)
-        found.extend(page["items"])
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return found
+    return every_item("/v1/agents", include_archived=include_archived)
 
 
 def _find(name_or_id: str) -> dict[str, Any]:
@@ -190,15 +180,9 @@ def edit(
     no_tags: bool = typer.Option(False, "--no-tags", help="Remove every tag."),
     prompt: str | None = typer.Option(None, "--prompt", help="Its system prompt."),
     model: str | None = typer.Option(None, "--model", help=f"Default model, or {CLEAR!r}."),
-    thinking: str | None = typer.Option(
-        None, "--thinking", help=f"{model_options.THINKING_HELP}, or {CLEAR!r}."
-    ),
-    max_tokens: str | None = typer.Option(
-        None, "--max-tokens", help=f"{model_options.MAX_TOKENS_HELP}, or {CLEAR!r}."
-    ),
-    temperature: str | None = typer.Option(
-        None, "--temperature", help=f"{model_options.TEMPERATURE_HELP}, or {CLEAR!r}."
-    ),
+    thinking: str | None = model_options.CLEARABLE_THINKING,
+    max_tokens: str | None = model_options.CLEARABLE_MAX_TOKENS,
+    temperature: str | None = model_options.CLEARABLE_TEMPERATURE,
     as_json: bool = _JSON,
 ) -> None:
     """Change a persona's fields (`default` clears one); the model options change its

@@ -13,11 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from nexus.cli.remote import _segment, api, stamp
+from nexus.cli.remote import _segment, api, every_item, stamp
 
 console = Console(emoji=False)
 errors = Console(emoji=False, stderr=True)
-_PAGE = 200
 
 
 class _ListByDefault(TyperGroup):
@@ -50,17 +49,7 @@ def _age(millis: int | None) -> str:
 @dead_letters_app.command("list")
 def list_dead_letters(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Dead-lettered items, the most recently dead first, with why each died."""
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": _PAGE}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = api("GET", "/v1/dead-letters", params=params)
-        found.extend(page["items"])
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
+    found = every_item("/v1/dead-letters")
     if as_json:
         console.print_json(json.dumps(found))
         return

@@ -25,6 +25,7 @@ from nexus.settings import Settings, get_settings
 console = Console()
 errors = Console(stderr=True)
 POLL_SECONDS = 0.2
+PAGE = 200  # items asked for at a time when listing
 
 
 def _segment(label: str) -> str:
@@ -68,6 +69,21 @@ def api(method: str, path: str, **kwargs: Any) -> Any:
     """One call to the running Nexus (NEXUS_API_URL) and its JSON answer; exit 1 on an error."""
     with _client(get_settings()) as client:
         return _call(client, method, path, **kwargs)
+
+
+def every_item(path: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a paged listing, its pages followed to the end by `next_cursor`."""
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        query: dict[str, Any] = {"limit": PAGE, **params}
+        if cursor is not None:
+            query["cursor"] = cursor
+        page = api("GET", path, params=query)
+        found.extend(page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return found
 
 
 def stamp(millis: int | None) -> str:

@@ -16,7 +16,7 @@ from nexus.cli.remote import api
 
 console = Console()
 # `--cap default` (and the like) clears the session's own setting.
-CLEAR = "default"
+CLEAR = model_options.CLEAR
 
 
 def _patch(label: str, body: dict[str, Any]) -> Any:
@@ -70,15 +70,9 @@ def configure(
     model: str | None = typer.Option(
         None, "--model", help=f"{model_options.MODEL_HELP}, or {CLEAR!r}."
     ),
-    thinking: str | None = typer.Option(
-        None, "--thinking", help=f"{model_options.THINKING_HELP}, or {CLEAR!r}."
-    ),
-    max_tokens: str | None = typer.Option(
-        None, "--max-tokens", help=f"{model_options.MAX_TOKENS_HELP}, or {CLEAR!r}."
-    ),
-    temperature: str | None = typer.Option(
-        None, "--temperature", help=f"{model_options.TEMPERATURE_HELP}, or {CLEAR!r}."
-    ),
+    thinking: str | None = model_options.CLEARABLE_THINKING,
+    max_tokens: str | None = model_options.CLEARABLE_MAX_TOKENS,
+    temperature: str | None = model_options.CLEARABLE_TEMPERATURE,
     title: str | None = typer.Option(None, "--title", help=f"A title, or {CLEAR!r}."),
     tags: list[str] | None = typer.Option(
         None, "--tag", help=f"A tag (repeat for more; they replace the old), or {CLEAR!r}."

@@ -12,26 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nexus.cli.remote import api, stamp
+from nexus.cli.remote import api, every_item, stamp
 
 # Labels and task text are the users' own: no emoji codes (worker:b: is no 🅱) or markup.
 console = Console(emoji=False)
 errors = Console(emoji=False, stderr=True)
-_PAGE = 200
 
 
 def _all_workers(session: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": _PAGE}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = api("GET", f"/v1/sessions/{quote(session, safe='')}/workers", params=params)
-        found.extend(page["items"])
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return found
+    return every_item(f"/v1/sessions/{quote(session, safe='')}/workers")
 
 
 def workers(

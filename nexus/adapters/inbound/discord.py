@@ -17,7 +17,7 @@ from nexus.adapters.inbound.base import (
     json_body,
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
-from nexus.adapters.inbound.signatures import SecretAdapter
+from nexus.adapters.inbound.signatures import SecretAdapter, required_headers
 from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Signature-Ed25519"
@@ -45,10 +45,7 @@ class DiscordAdapter(SecretAdapter):
         # The timestamp is signed, but Discord documents no replay window, so none is
         # enforced here: an invented one could refuse genuine deliveries.
         key_hex = self.configured_secret()
-        signature = request.header(SIGNATURE_HEADER)
-        timestamp = request.header(TIMESTAMP_HEADER)
-        if signature is None or timestamp is None:
-            raise SignatureRejected(f"missing {SIGNATURE_HEADER} or {TIMESTAMP_HEADER} header")
+        signature, timestamp = required_headers(request, SIGNATURE_HEADER, TIMESTAMP_HEADER)
         try:
             key = VerifyKey(bytes.fromhex(key_hex))
         except ValueError as error:  # nacl's own ValueError for a wrong length subclasses it

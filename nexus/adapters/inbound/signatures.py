@@ -26,12 +26,18 @@ class SecretAdapter:
         return self._secret
 
 
+def required_headers(request: InboundRequest, *names: str) -> list[str]:
+    """The headers' values as sent (blank included), or a SignatureRejected when any is
+    absent ("missing A or B header")."""
+    values = [value for value in map(request.header, names) if value is not None]
+    if len(values) < len(names):
+        raise SignatureRejected(f"missing {' or '.join(names)} header")
+    return values
+
+
 def required_header(request: InboundRequest, name: str) -> str:
     """The header's value as sent (blank included), or a SignatureRejected when absent."""
-    value = request.header(name)
-    if value is None:
-        raise SignatureRejected(f"missing {name} header")
-    return value
+    return required_headers(request, name)[0]
 
 
 def check_sha256_signature(request: InboundRequest, secret: str, header: str) -> None:

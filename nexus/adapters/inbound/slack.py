@@ -19,7 +19,7 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import load_json_object
-from nexus.adapters.inbound.signatures import SecretAdapter
+from nexus.adapters.inbound.signatures import SecretAdapter, required_headers
 from nexus.event import (
     Attachment,
     Author,
@@ -70,10 +70,7 @@ class SlackAdapter(SecretAdapter):
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
         secret = self.configured_secret()
-        timestamp = request.header(TIMESTAMP_HEADER)
-        signature = request.header(SIGNATURE_HEADER)
-        if timestamp is None or signature is None:
-            raise SignatureRejected(f"missing {TIMESTAMP_HEADER} or {SIGNATURE_HEADER} header")
+        timestamp, signature = required_headers(request, TIMESTAMP_HEADER, SIGNATURE_HEADER)
         try:
             age = abs(now_ms / 1000 - int(timestamp))
         except ValueError as error:

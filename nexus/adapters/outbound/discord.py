@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from nexus.adapters.outbound.http import ApiSender, classify, short_hash, transport_failure
+from nexus.adapters.outbound.http import ApiSender, classify, id_at, short_hash, transport_failure
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, SendResult
 
@@ -40,7 +40,7 @@ class DiscordSender(ApiSender):
             response = self._client.patch(f"{webhook}/messages/@original", json=body)
         else:
             response = self._client.post(webhook, params={"wait": "true"}, json=body)
-        return classify(response, message_id=_message_id)
+        return classify(response, message_id=id_at("id"))
 
     def _channel_message(self, delivery: DeliveryRecord) -> SendResult:
         if not self._token:
@@ -63,14 +63,9 @@ class DiscordSender(ApiSender):
             json=body,
             headers={"Authorization": f"Bot {self._token}"},
         )
-        return classify(response, message_id=_message_id)
+        return classify(response, message_id=id_at("id"))
 
 
 def _rich(delivery: DeliveryRecord) -> dict[str, Any]:
     """Embeds and buttons (the last chunk of a rich reply)."""
     return {key: delivery.target[key] for key in ("embeds", "components") if key in delivery.target}
-
-
-def _message_id(body: Any) -> str | None:
-    found = body.get("id") if isinstance(body, dict) else None
-    return str(found) if found is not None else None

@@ -10,7 +10,7 @@ import httpx
 
 from nexus.adapters.gmail_api import GmailApi, GmailUnavailable
 from nexus.adapters.outbound.email import reply_message
-from nexus.adapters.outbound.http import classify, transport_failure
+from nexus.adapters.outbound.http import classify, id_at, transport_failure
 from nexus.ingest.gmail import GmailError
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, SendResult
@@ -38,9 +38,4 @@ class GmailSender:
             return Refused(str(error))  # not configured, or the credential refused: say so
         except httpx.HTTPError as error:
             return transport_failure(error)
-        return classify(response, message_id=_gmail_id)
-
-
-def _gmail_id(body: object) -> str | None:
-    found = body.get("id") if isinstance(body, dict) else None
-    return str(found) if found is not None else None
+        return classify(response, message_id=id_at("id"))

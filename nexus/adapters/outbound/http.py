@@ -91,6 +91,22 @@ def classify(response: httpx.Response, *, message_id: Callable[[Any], str | None
     return Refused(detail)
 
 
+def id_at(*path: str | int) -> Callable[[Any], str | None]:
+    """A reader of the sent message's id at `path` in the platform's JSON answer (object
+    keys and list indexes); it reads None where the answer holds nothing there."""
+
+    def read(body: Any) -> str | None:
+        found = body
+        for step in path:
+            if isinstance(step, int):
+                found = found[step] if isinstance(found, list) and len(found) > step else None
+            else:
+                found = found.get(step) if isinstance(found, dict) else None
+        return str(found) if found is not None else None
+
+    return read
+
+
 def transport_failure(error: httpx.HTTPError) -> SendResult:
     """No answer at all (refused connection, timeout): the platform may try again later."""
     return RetryLater(f"{type(error).__name__}: {error}")

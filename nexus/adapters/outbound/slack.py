@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.adapters.outbound.http import ApiSender, classify, json_or_none, retry_after_ms
+from nexus.adapters.outbound.http import ApiSender, classify, id_at, json_or_none, retry_after_ms
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, SendResult, Sent
 
@@ -35,9 +35,7 @@ class SlackSender(ApiSender):
             json=body,
             headers={"Authorization": f"Bearer {token}"},
         )
-        result = classify(
-            response, message_id=lambda b: b.get("ts") if isinstance(b, dict) else None
-        )
+        result = classify(response, message_id=id_at("ts"))
         if not isinstance(result, Sent):
             return result
         payload = json_or_none(response)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.adapters.outbound.http import ApiSender, classify
+from nexus.adapters.outbound.http import ApiSender, classify, id_at
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import SendResult
 
@@ -35,10 +35,4 @@ class TelegramSender(ApiSender):
                 "allow_sending_without_reply": True,
             }
         response = self._client.post(f"{self._base}/bot{token}/sendMessage", json=body)
-        return classify(response, message_id=_message_id)
-
-
-def _message_id(body: Any) -> str | None:
-    result = body.get("result") if isinstance(body, dict) else None
-    found = result.get("message_id") if isinstance(result, dict) else None
-    return str(found) if found is not None else None
+        return classify(response, message_id=id_at("result", "message_id"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.adapters.outbound.http import ApiSender, classify
+from nexus.adapters.outbound.http import ApiSender, classify, id_at
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import SendResult
 
@@ -34,7 +34,7 @@ class WhatsAppSender(ApiSender):
             json=body,
             headers={"Authorization": f"Bearer {token}"},
         )
-        return classify(response, message_id=_wamid)
+        return classify(response, message_id=id_at("messages", 0, "id"))
 
 
 def _content(delivery: DeliveryRecord) -> dict[str, Any]:
@@ -51,10 +51,3 @@ def _content(delivery: DeliveryRecord) -> dict[str, Any]:
             "interactive": {**interactive, "body": {"text": delivery.text}},
         }
     return {"type": "text", "text": {"body": delivery.text, "preview_url": False}}
-
-
-def _wamid(body: Any) -> str | None:
-    messages = body.get("messages") if isinstance(body, dict) else None
-    first = messages[0] if isinstance(messages, list) and messages else None
-    found = first.get("id") if isinstance(first, dict) else None
-    return str(found) if found is not None else None
