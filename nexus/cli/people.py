@@ -36,6 +36,14 @@ entity_app = typer.Typer(
 alias_app = typer.Typer(help="Session aliases: add and remove (merges write them too).")
 
 
+_ENTITY_ID = typer.Argument(..., help="The entity's id.")
+
+
+def _entity(entity_id: str) -> str:
+    """The API path of one entity."""
+    return f"/v1/entities/{quote(entity_id, safe='')}"
+
+
 def _contact(address: str) -> dict[str, str]:
     platform, _, sender = address.partition(":")
     if not platform or not sender:
@@ -87,11 +95,11 @@ def list_entities(
 
 @entity_app.command("show")
 def show(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show an entity: its contacts, sessions and last activity."""
-    _show(api("GET", f"/v1/entities/{quote(entity_id, safe='')}"), as_json)
+    _show(api("GET", _entity(entity_id)), as_json)
 
 
 @entity_app.command("create")
@@ -107,43 +115,40 @@ def create(
 
 @entity_app.command("rename")
 def rename(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     name: str = typer.Argument(..., help="The new name."),
 ) -> None:
     """Rename an entity."""
-    _show(api("PATCH", f"/v1/entities/{quote(entity_id, safe='')}", json={"name": name}), False)
+    _show(api("PATCH", _entity(entity_id), json={"name": name}), False)
 
 
 @entity_app.command("principal")
 def principal(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     kind: str = typer.Argument(..., help="owner or known."),
 ) -> None:
     """Make an entity the owner, or a known person again (from its next message on)."""
-    path = f"/v1/entities/{quote(entity_id, safe='')}"
-    _show(api("PATCH", path, json={"principal": kind}), False)
+    _show(api("PATCH", _entity(entity_id), json={"principal": kind}), False)
 
 
 @entity_app.command("attach")
 def attach(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     address: str = typer.Argument(..., help="PLATFORM:SENDER, e.g. sms:+15551234567."),
 ) -> None:
     """Make a platform address this entity's; its next message routes as this person's."""
-    path = f"/v1/entities/{quote(entity_id, safe='')}/contacts"
-    found = api("POST", path, json=_contact(address))
+    found = api("POST", f"{_entity(entity_id)}/contacts", json=_contact(address))
     moved = found["previous_entity_id"]
     console.print(f"{address} -> {entity_id}" + (f" (was {moved})" if moved else ""))
 
 
 @entity_app.command("detach")
 def detach(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     address: str = typer.Argument(..., help="PLATFORM:SENDER."),
 ) -> None:
     """Take a platform address from this entity; it goes back to an entity of its own."""
-    path = f"/v1/entities/{quote(entity_id, safe='')}/contacts"
-    found = api("DELETE", path, params=_contact(address))
+    found = api("DELETE", f"{_entity(entity_id)}/contacts", params=_contact(address))
     console.print(f"{address} -> {found['entity_id']}")
 
 

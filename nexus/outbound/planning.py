@@ -239,7 +239,24 @@ def _chunks(
     if rich is not None:
         text = with_fallback(fmt, text, rich)
     pieces = [text] if fmt in _RAW_FORMATS else chunk(text, limit_for(fmt))
-    drafts = []
+    drafts: list[DeliveryDraft] = []
+
+    def add(target: dict[str, Any], words: str) -> None:
+        """The next delivery of the reply: its chunk index is its place among them."""
+        index = len(drafts)
+        drafts.append(
+            DeliveryDraft(
+                turn_id=turn_id,
+                chunk_index=index,
+                session_id=session.id,
+                event_id=reply_id,
+                platform=address.sender,
+                target=target,
+                text=words,
+                idempotency_key=f"{turn_id}:{index}",
+            )
+        )
+
     for index, piece in enumerate(pieces):
         rendered = render(fmt, piece) if fmt not in _RAW_FORMATS else None
         target = dict(address.target)
@@ -249,37 +266,14 @@ def _chunks(
             target["reply_to"] = address.reply_to  # the first chunk answers; the rest follow
         if rich is not None and index == len(pieces) - 1:
             target.update(native_parts(fmt, rich, rendered.text if rendered else piece))
-        drafts.append(
-            DeliveryDraft(
-                turn_id=turn_id,
-                chunk_index=index,
-                session_id=session.id,
-                event_id=reply_id,
-                platform=address.sender,
-                target=target,
-                text=rendered.text if rendered is not None else piece,
-                idempotency_key=f"{turn_id}:{index}",
-            )
-        )
+        add(target, rendered.text if rendered is not None else piece)
     # Files the platform takes as messages of their own (a WhatsApp voice note, an iMessage
     # photo) follow the text, each its own delivery: sent, retried and tracked like a chunk,
     # and one that fails never holds the text back.
     extras = attachment_targets(fmt, rich) if rich is not None else []
     files = list(zip(rich.attachments, extras, strict=True)) if rich and extras else []
     for attachment, extra in files:
-        index = len(drafts)
-        drafts.append(
-            DeliveryDraft(
-                turn_id=turn_id,
-                chunk_index=index,
-                session_id=session.id,
-                event_id=reply_id,
-                platform=address.sender,
-                target={**address.target, **extra},
-                text=f"[{attachment.kind}] {attachment.url}",
-                idempotency_key=f"{turn_id}:{index}",
-            )
-        )
+        add({**address.target, **extra}, f"[{attachment.kind}] {attachment.url}")
     return drafts
 
 
