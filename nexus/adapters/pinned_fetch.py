@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import httpx
 
+from nexus.adapters.capped_read import read_capped
 from nexus.engine.addresses import (
     IPAddress,
     NetworkPermissions,
@@ -154,19 +154,10 @@ class PinnedDownloads:
         if not answer.is_success:
             status = answer.status_code
             raise FetchFailed(f"the server answered HTTP {status}", permanent=status < 500)
-        declared = answer.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.max_bytes:
-            raise FetchFailed(self._too_big(), permanent=True)
-        data = bytearray()
-        deadline = time.monotonic() + self.timeout_s
-        for chunk in answer.iter_bytes():
-            data.extend(chunk)
-            if len(data) > self.max_bytes:  # a length that lied, or none given
-                raise FetchFailed(self._too_big(), permanent=True)
-            if time.monotonic() > deadline:
-                raise FetchFailed("the server did not send the file in time")
-        mime = answer.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        return Fetched(bytes(data), mime or None)
-
-    def _too_big(self) -> str:
-        return f"it is larger than NEXUS_ATTACHMENT_MAX_BYTES ({self.max_bytes} bytes)"
+        return read_capped(
+            answer,
+            max_bytes=self.max_bytes,
+            timeout_s=self.timeout_s,
+            late="the server did not send the file in time",
+            refuse=lambda reason, permanent: FetchFailed(reason, permanent=permanent),
+        )

@@ -4,13 +4,13 @@ in any error or log."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
+from nexus.adapters.capped_read import read_capped, too_big
 from nexus.engine.attachments import AttachmentUnavailable, Fetched
 
 Fetch = Callable[[Mapping[str, Any]], Fetched]
@@ -84,7 +84,7 @@ class PlatformFiles:
             raise AttachmentUnavailable("Telegram gave no file_path (a file over 20 MB?)")
         size = result.get("file_size")
         if isinstance(size, int) and size > self.max_bytes:
-            raise AttachmentUnavailable(self._too_big())
+            raise AttachmentUnavailable(too_big(self.max_bytes))
         return self._download(f"{base}/file/bot{token}/{path}", {})
 
     def _from_slack(self, attachment: Mapping[str, Any]) -> Fetched:
@@ -106,7 +106,7 @@ class PlatformFiles:
         found = self._json(f"{base}/{media_id}", headers=bearer)
         url, size = found.get("url"), found.get("file_size")
         if isinstance(size, int) and size > self.max_bytes:
-            raise AttachmentUnavailable(self._too_big())
+            raise AttachmentUnavailable(too_big(self.max_bytes))
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise AttachmentUnavailable("WhatsApp gave no URL for the media")
         return self._download(url, bearer)  # Meta's own answer: the media URL wants the token
@@ -122,7 +122,7 @@ class PlatformFiles:
             raise AttachmentUnavailable("the file has no BlueBubbles attachment GUID")
         size = attachment.get("size")
         if isinstance(size, int) and size > self.max_bytes:
-            raise AttachmentUnavailable(self._too_big())  # a HEIC only grows as a JPEG
+            raise AttachmentUnavailable(too_big(self.max_bytes))  # a HEIC only grows as a JPEG
         # BlueBubbles takes its password only as a query parameter; no error names the URL.
         url = f"{base}/api/v1/attachment/{quote(guid, safe='')}/download"
         return self._download(url, {}, params={"password": password})
@@ -155,23 +155,13 @@ class PlatformFiles:
                 raise AttachmentUnavailable(
                     f"the platform refused the download (HTTP {response.status_code})"
                 )
-            declared = response.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > self.max_bytes:
-                raise AttachmentUnavailable(self._too_big())
-            data = bytearray()
-            # httpx times each read; a server that trickles bytes is stopped by this.
-            deadline = time.monotonic() + self.timeout_s
-            for chunk in response.iter_bytes():
-                data.extend(chunk)
-                if len(data) > self.max_bytes:  # a length that lied, or none given
-                    raise AttachmentUnavailable(self._too_big())
-                if time.monotonic() > deadline:
-                    raise AttachmentUnavailable("the platform did not answer in time")
-            mime = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        return Fetched(bytes(data), mime or None)
-
-    def _too_big(self) -> str:
-        return f"it is larger than NEXUS_ATTACHMENT_MAX_BYTES ({self.max_bytes} bytes)"
+            return read_capped(
+                response,
+                max_bytes=self.max_bytes,
+                timeout_s=self.timeout_s,
+                late="the platform did not answer in time",
+                refuse=lambda reason, _permanent: AttachmentUnavailable(reason),
+            )
 
 
 def _is_host(host: str, domain: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from nexus.access.policy import Decision, PeerKind, Policy, Principal, Venue, decide
 from nexus.db import UnitOfWork
@@ -61,22 +61,31 @@ class QueuePolicy:
         return QueueDefaults(cap=self.cap, drop=self.drop, debounce_ms=self.debounce_ms)
 
 
-def session_overrides(session: SessionRecord) -> QueueOverrides:
+class QueueLayer(Protocol):
+    """A layer that may set the queue: a session, or the access policy's decision."""
+
+    @property
+    def queue_mode(self) -> QueueMode | None: ...
+    @property
+    def queue_cap(self) -> int | None: ...
+    @property
+    def drop_policy(self) -> DropPolicy | None: ...
+    @property
+    def debounce_ms(self) -> int | None: ...
+
+
+def queue_overrides(layer: QueueLayer) -> QueueOverrides:
+    """What `layer` sets of the queue; None leaves a setting to the next layer."""
     return QueueOverrides(
-        mode=session.queue_mode,
-        cap=session.queue_cap,
-        drop=session.drop_policy,
-        debounce_ms=session.debounce_ms,
+        mode=layer.queue_mode,
+        cap=layer.queue_cap,
+        drop=layer.drop_policy,
+        debounce_ms=layer.debounce_ms,
     )
 
 
-def policy_overrides(decision: Decision) -> QueueOverrides:
-    return QueueOverrides(
-        mode=decision.queue_mode,
-        cap=decision.queue_cap,
-        drop=decision.drop_policy,
-        debounce_ms=decision.debounce_ms,
-    )
+# The names the layers are read by: a session's own settings, and its policy's.
+session_overrides = policy_overrides = queue_overrides
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from rich.table import Table
 
 from nexus.cli import model_options
 from nexus.cli.people import _ShowByDefault
-from nexus.settings import get_settings
+from nexus.cli.remote import api, every_item
 
 console = Console()
 errors = Console(stderr=True)
 # `--emoji default` (and the like) clears the persona's own value.
-CLEAR = "default"
+CLEAR = model_options.CLEAR
 
 agent_app = typer.Typer(
     cls=_ShowByDefault,
@@ -29,25 +29,8 @@ agent_app = typer.Typer(
 )
 
 
-def _api(method: str, path: str, **kwargs: Any) -> Any:
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        return _call(client, method, path, **kwargs)
-
-
 def _all_agents(include_archived: bool) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": 200, "include_archived": include_archived}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = _api("GET", "/v1/agents", params=params)
-        found.extend(page["items"])
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return found
+    return every_item("/v1/agents", include_archived=include_archived)
 
 
 def _find(name_or_id: str) -> dict[str, Any]:
@@ -114,7 +97,7 @@ def list_agents(
 
 def list_capabilities(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the capabilities a persona may be given, with their icon and category."""
-    found = _api("GET", "/v1/capabilities")["items"]
+    found = api("GET", "/v1/capabilities")["items"]
     if as_json:
         console.print_json(json.dumps(found))
         return
@@ -180,7 +163,7 @@ def create(
     )
     if config is not None:
         body["default_model_config"] = config
-    _show(_api("POST", "/v1/agents", json=body), as_json)
+    _show(api("POST", "/v1/agents", json=body), as_json)
 
 
 @agent_app.command("edit")
@@ -197,15 +180,9 @@ def edit(
     no_tags: bool = typer.Option(False, "--no-tags", help="Remove every tag."),
     prompt: str | None = typer.Option(None, "--prompt", help="Its system prompt."),
     model: str | None = typer.Option(None, "--model", help=f"Default model, or {CLEAR!r}."),
-    thinking: str | None = typer.Option(
-        None, "--thinking", help=f"{model_options.THINKING_HELP}, or {CLEAR!r}."
-    ),
-    max_tokens: str | None = typer.Option(
-        None, "--max-tokens", help=f"{model_options.MAX_TOKENS_HELP}, or {CLEAR!r}."
-    ),
-    temperature: str | None = typer.Option(
-        None, "--temperature", help=f"{model_options.TEMPERATURE_HELP}, or {CLEAR!r}."
-    ),
+    thinking: str | None = model_options.CLEARABLE_THINKING,
+    max_tokens: str | None = model_options.CLEARABLE_MAX_TOKENS,
+    temperature: str | None = model_options.CLEARABLE_TEMPERATURE,
     as_json: bool = _JSON,
 ) -> None:
     """Change a persona's fields (`default` clears one); the model options change its
@@ -230,7 +207,7 @@ def edit(
             body["default_model"] = None  # the bare name too: the deployment's model applies
     if not body:
         raise typer.BadParameter("give at least one field to change")
-    _show(_api("PATCH", f"/v1/agents/{quote(agent['id'], safe='')}", json=body), as_json)
+    _show(api("PATCH", f"/v1/agents/{quote(agent['id'], safe='')}", json=body), as_json)
 
 
 @agent_app.command("capabilities")
@@ -242,12 +219,12 @@ def capabilities(
     """Replace the persona's capabilities with these (none given: it has none)."""
     agent = _find(name)
     path = f"/v1/agents/{quote(agent['id'], safe='')}/capabilities"
-    _show(_api("PUT", path, json={"capabilities": chosen or []}), as_json)
+    _show(api("PUT", path, json={"capabilities": chosen or []}), as_json)
 
 
 @agent_app.command("archive")
 def archive(name: str = typer.Argument(..., help="The persona's name (or id).")) -> None:
     """Archive a persona (its sessions and turns keep pointing at it)."""
     agent = _find(name)
-    _api("DELETE", f"/v1/agents/{quote(agent['id'], safe='')}")
+    api("DELETE", f"/v1/agents/{quote(agent['id'], safe='')}")
     console.print(f"archived {escape(agent['name'])}")

@@ -12,6 +12,14 @@ MODEL_HELP = "Model name"
 THINKING_HELP = f"Extended thinking budget in tokens (>= 1024), or {OFF!r}"
 MAX_TOKENS_HELP = "Max tokens of an answer (above the thinking budget)"
 TEMPERATURE_HELP = "Temperature, 0 to 1 (not with thinking)"
+# Where a layer keeps its own settings (a persona's defaults, a session's), `--thinking
+# default` (and the like) clears that layer's value.
+CLEAR = "default"
+CLEARABLE_THINKING = typer.Option(None, "--thinking", help=f"{THINKING_HELP}, or {CLEAR!r}.")
+CLEARABLE_MAX_TOKENS = typer.Option(None, "--max-tokens", help=f"{MAX_TOKENS_HELP}, or {CLEAR!r}.")
+CLEARABLE_TEMPERATURE = typer.Option(
+    None, "--temperature", help=f"{TEMPERATURE_HELP}, or {CLEAR!r}."
+)
 
 
 def _number(name: str, given: str, kind: type[int] | type[float]) -> int | float:

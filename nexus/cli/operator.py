@@ -5,7 +5,6 @@ and Redis; the operator needs no database or broker credentials."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import typer
@@ -14,12 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from nexus.cli.remote import _call, _client, _segment
-from nexus.settings import get_settings
+from nexus.cli.remote import _segment, api, every_item, stamp
 
 console = Console(emoji=False)
 errors = Console(emoji=False, stderr=True)
-_PAGE = 200
 
 
 class _ListByDefault(TyperGroup):
@@ -38,17 +35,6 @@ dead_letters_app = typer.Typer(
 )
 
 
-def _api(method: str, path: str, **kwargs: Any) -> Any:
-    with _client(get_settings()) as client:
-        return _call(client, method, path, **kwargs)
-
-
-def _when(millis: int | None) -> str:
-    if millis is None:
-        return "—"
-    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _age(millis: int | None) -> str:
     if millis is None:
         return "—"
@@ -63,17 +49,7 @@ def _age(millis: int | None) -> str:
 @dead_letters_app.command("list")
 def list_dead_letters(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Dead-lettered items, the most recently dead first, with why each died."""
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": _PAGE}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = _api("GET", "/v1/dead-letters", params=params)
-        found.extend(page["items"])
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
+    found = every_item("/v1/dead-letters")
     if as_json:
         console.print_json(json.dumps(found))
         return
@@ -83,7 +59,7 @@ def list_dead_letters(as_json: bool = typer.Option(False, "--json", help="Print 
     table = Table("id", "session", "dead at (UTC)", "attempts", "why", "replayed as")
     for dead in found:
         table.add_row(
-            dead["id"], escape(dead["session"]), _when(dead["dead_at"]), str(dead["attempts"]),
+            dead["id"], escape(dead["session"]), stamp(dead["dead_at"]), str(dead["attempts"]),
             escape(dead["detail"] or "—"), dead["replayed_as"] or "—",
         )  # fmt: skip
     table.columns[0].no_wrap = True
@@ -96,14 +72,14 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """One dead letter: its session, its text, why it died, its replay."""
-    dead = _api("GET", f"/v1/dead-letters/{_segment(item_id)}")
+    dead = api("GET", f"/v1/dead-letters/{_segment(item_id)}")
     if as_json:
         console.print_json(json.dumps(dead))
         return
     for key in ("id", "session", "event_id", "mode", "attempts", "detail", "text"):
         console.print(f"[bold]{key}[/bold]: {escape(str(dead[key]))}")
-    console.print(f"[bold]enqueued at[/bold]: {_when(dead['enqueued_at'])}")
-    console.print(f"[bold]dead at[/bold]: {_when(dead['dead_at'])}")
+    console.print(f"[bold]enqueued at[/bold]: {stamp(dead['enqueued_at'])}")
+    console.print(f"[bold]dead at[/bold]: {stamp(dead['dead_at'])}")
     console.print(f"[bold]replayed as[/bold]: {dead['replayed_as'] or 'not replayed'}")
 
 
@@ -114,7 +90,7 @@ def replay(
 ) -> None:
     """Put a dead letter's input back in its session's queue, as a new item (the dead one
     keeps its record); replaying it again says where it went the first time."""
-    done = _api("POST", f"/v1/dead-letters/{_segment(item_id)}/replay")
+    done = api("POST", f"/v1/dead-letters/{_segment(item_id)}/replay")
     if as_json:
         console.print_json(json.dumps(done))
     elif done["created"]:
@@ -130,7 +106,7 @@ def replay(
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is Nexus running: workers that answer a ping, the timer's last tick, queue depths,
     dead letters, Redis's eviction policy. Exits 1, saying why, when something is wrong."""
-    found = _api("GET", "/v1/status")
+    found = api("GET", "/v1/status")
     if as_json:
         console.print_json(json.dumps(found))
     else:
@@ -148,7 +124,7 @@ def _show_status(found: dict[str, Any]) -> None:
     console.print(f"[bold]workers[/bold]: {escape(alive)}")
     beat = found["beat"]
     tick = "never" if beat["last_tick_at"] is None else f"{_age(beat['age_ms'])} ago"
-    console.print(f"[bold]timer[/bold]: last tick {tick} ({_when(beat['last_tick_at'])} UTC)")
+    console.print(f"[bold]timer[/bold]: last tick {tick} ({stamp(beat['last_tick_at'])} UTC)")
     queues = found["queues"]
     console.print(
         f"[bold]queues[/bold]: {queues['queued']} queued, {queues['claimed']} claimed in "

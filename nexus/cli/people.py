@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from nexus.settings import get_settings
+from nexus.cli.remote import api
 
 console = Console()
 
@@ -36,11 +36,12 @@ entity_app = typer.Typer(
 alias_app = typer.Typer(help="Session aliases: add and remove (merges write them too).")
 
 
-def _api(method: str, path: str, **kwargs: Any) -> Any:
-    from nexus.cli.remote import _call, _client
+_ENTITY_ID = typer.Argument(..., help="The entity's id.")
 
-    with _client(get_settings()) as client:
-        return _call(client, method, path, **kwargs)
+
+def _entity(entity_id: str) -> str:
+    """The API path of one entity."""
+    return f"/v1/entities/{quote(entity_id, safe='')}"
 
 
 def _contact(address: str) -> dict[str, str]:
@@ -79,7 +80,7 @@ def list_entities(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List person entities (their contacts: `nexus entity ID`)."""
-    found = _api("GET", "/v1/entities", params={"merged": str(merged).lower(), "limit": 200})
+    found = api("GET", "/v1/entities", params={"merged": str(merged).lower(), "limit": 200})
     if as_json:
         console.print_json(json.dumps(found))
         return
@@ -94,11 +95,11 @@ def list_entities(
 
 @entity_app.command("show")
 def show(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show an entity: its contacts, sessions and last activity."""
-    _show(_api("GET", f"/v1/entities/{quote(entity_id, safe='')}"), as_json)
+    _show(api("GET", _entity(entity_id)), as_json)
 
 
 @entity_app.command("create")
@@ -109,54 +110,51 @@ def create(
 ) -> None:
     """Create a person entity (attach contacts to it, or merge first-contact ones into it)."""
     body = {"name": name, "principal": "owner" if owner else "known"}
-    _show(_api("POST", "/v1/entities", json=body), as_json)
+    _show(api("POST", "/v1/entities", json=body), as_json)
 
 
 @entity_app.command("rename")
 def rename(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     name: str = typer.Argument(..., help="The new name."),
 ) -> None:
     """Rename an entity."""
-    _show(_api("PATCH", f"/v1/entities/{quote(entity_id, safe='')}", json={"name": name}), False)
+    _show(api("PATCH", _entity(entity_id), json={"name": name}), False)
 
 
 @entity_app.command("principal")
 def principal(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     kind: str = typer.Argument(..., help="owner or known."),
 ) -> None:
     """Make an entity the owner, or a known person again (from its next message on)."""
-    path = f"/v1/entities/{quote(entity_id, safe='')}"
-    _show(_api("PATCH", path, json={"principal": kind}), False)
+    _show(api("PATCH", _entity(entity_id), json={"principal": kind}), False)
 
 
 @entity_app.command("attach")
 def attach(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     address: str = typer.Argument(..., help="PLATFORM:SENDER, e.g. sms:+15551234567."),
 ) -> None:
     """Make a platform address this entity's; its next message routes as this person's."""
-    path = f"/v1/entities/{quote(entity_id, safe='')}/contacts"
-    found = _api("POST", path, json=_contact(address))
+    found = api("POST", f"{_entity(entity_id)}/contacts", json=_contact(address))
     moved = found["previous_entity_id"]
     console.print(f"{address} -> {entity_id}" + (f" (was {moved})" if moved else ""))
 
 
 @entity_app.command("detach")
 def detach(
-    entity_id: str = typer.Argument(..., help="The entity's id."),
+    entity_id: str = _ENTITY_ID,
     address: str = typer.Argument(..., help="PLATFORM:SENDER."),
 ) -> None:
     """Take a platform address from this entity; it goes back to an entity of its own."""
-    path = f"/v1/entities/{quote(entity_id, safe='')}/contacts"
-    found = _api("DELETE", path, params=_contact(address))
+    found = api("DELETE", f"{_entity(entity_id)}/contacts", params=_contact(address))
     console.print(f"{address} -> {found['entity_id']}")
 
 
 def list_aliases(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List session aliases: what each leads to, and why it was written."""
-    found = _api("GET", "/v1/aliases", params={"limit": 200})
+    found = api("GET", "/v1/aliases", params={"limit": 200})
     if as_json:
         console.print_json(json.dumps(found))
         return
@@ -174,12 +172,12 @@ def add(
     session: str = typer.Argument(..., help="The session it leads to."),
 ) -> None:
     """What is addressed to ALIAS goes to SESSION from now on (circles are refused)."""
-    found = _api("POST", "/v1/aliases", json={"alias": alias, "session": session})
+    found = api("POST", "/v1/aliases", json={"alias": alias, "session": session})
     console.print(f"alias {found['alias']} -> {found['session']}")
 
 
 @alias_app.command("remove")
 def remove(alias: str = typer.Argument(..., help="The alias to remove.")) -> None:
     """Remove an alias: what is addressed to it goes to its own session again."""
-    found = _api("DELETE", f"/v1/aliases/{quote(alias, safe='')}")
+    found = api("DELETE", f"/v1/aliases/{quote(alias, safe='')}")
     console.print(f"removed alias {found['alias']} (it led to {found['session']})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import nullcontext
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -19,11 +20,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nexus.settings import Settings
+from nexus.settings import Settings, get_settings
 
 console = Console()
 errors = Console(stderr=True)
 POLL_SECONDS = 0.2
+PAGE = 200  # items asked for at a time when listing
 
 
 def _segment(label: str) -> str:
@@ -61,6 +63,34 @@ def _error_message(response: httpx.Response) -> str:
 
 def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     return _answered(_send(client, method, path, **kwargs))
+
+
+def api(method: str, path: str, **kwargs: Any) -> Any:
+    """One call to the running Nexus (NEXUS_API_URL) and its JSON answer; exit 1 on an error."""
+    with _client(get_settings()) as client:
+        return _call(client, method, path, **kwargs)
+
+
+def every_item(path: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a paged listing, its pages followed to the end by `next_cursor`."""
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        query: dict[str, Any] = {"limit": PAGE, **params}
+        if cursor is not None:
+            query["cursor"] = cursor
+        page = api("GET", path, params=query)
+        found.extend(page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return found
+
+
+def stamp(millis: int | None) -> str:
+    """A ledger time (Unix ms) as a UTC date and time to the second; a dash for none."""
+    if millis is None:
+        return "—"
+    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _answered(response: httpx.Response) -> Any:

@@ -12,18 +12,15 @@ import typer
 from rich.console import Console
 
 from nexus.cli import model_options
-from nexus.settings import get_settings
+from nexus.cli.remote import api
 
 console = Console()
 # `--cap default` (and the like) clears the session's own setting.
-CLEAR = "default"
+CLEAR = model_options.CLEAR
 
 
 def _patch(label: str, body: dict[str, Any]) -> Any:
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        return _call(client, "PATCH", f"/v1/sessions/{quote(label, safe='')}", json=body)
+    return api("PATCH", f"/v1/sessions/{quote(label, safe='')}", json=body)
 
 
 def _number(name: str, given: str | None) -> tuple[bool, int | None]:
@@ -73,15 +70,9 @@ def configure(
     model: str | None = typer.Option(
         None, "--model", help=f"{model_options.MODEL_HELP}, or {CLEAR!r}."
     ),
-    thinking: str | None = typer.Option(
-        None, "--thinking", help=f"{model_options.THINKING_HELP}, or {CLEAR!r}."
-    ),
-    max_tokens: str | None = typer.Option(
-        None, "--max-tokens", help=f"{model_options.MAX_TOKENS_HELP}, or {CLEAR!r}."
-    ),
-    temperature: str | None = typer.Option(
-        None, "--temperature", help=f"{model_options.TEMPERATURE_HELP}, or {CLEAR!r}."
-    ),
+    thinking: str | None = model_options.CLEARABLE_THINKING,
+    max_tokens: str | None = model_options.CLEARABLE_MAX_TOKENS,
+    temperature: str | None = model_options.CLEARABLE_TEMPERATURE,
     title: str | None = typer.Option(None, "--title", help=f"A title, or {CLEAR!r}."),
     tags: list[str] | None = typer.Option(
         None, "--tag", help=f"A tag (repeat for more; they replace the old), or {CLEAR!r}."
@@ -108,11 +99,7 @@ def configure(
     if config is not None:
         body["model_config"] = config
     if not body:
-        from nexus.cli.remote import _call, _client
-
-        with _client(get_settings()) as client:
-            found = _call(client, "GET", f"/v1/sessions/{quote(label, safe='')}")
-        _show(found, as_json)
+        _show(api("GET", f"/v1/sessions/{quote(label, safe='')}"), as_json)
         return
     _show(_patch(label, body), as_json)
 
@@ -132,8 +119,5 @@ def unarchive(label: str = typer.Argument(..., help="Session label.")) -> None:
 def delete(label: str = typer.Argument(..., help="Session label.")) -> None:
     """Delete a session: its history stays in the ledger, it takes no more work (waiting
     messages are dropped, a running turn is stopped) and its label is free again."""
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        found = _call(client, "DELETE", f"/v1/sessions/{quote(label, safe='')}")
+    found = api("DELETE", f"/v1/sessions/{quote(label, safe='')}")
     console.print(f"deleted {found['label']}")

@@ -4,7 +4,6 @@ WORKER` cancels one. Asked of the running Nexus (NEXUS_API_URL)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -13,39 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nexus.settings import get_settings
+from nexus.cli.remote import api, every_item, stamp
 
 # Labels and task text are the users' own: no emoji codes (worker:b: is no 🅱) or markup.
 console = Console(emoji=False)
 errors = Console(emoji=False, stderr=True)
-_PAGE = 200
-
-
-def _api(method: str, path: str, **kwargs: Any) -> Any:
-    from nexus.cli.remote import _call, _client
-
-    with _client(get_settings()) as client:
-        return _call(client, method, path, **kwargs)
-
-
-def _when(millis: int | None) -> str:
-    if millis is None:
-        return "—"
-    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _all_workers(session: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": _PAGE}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = _api("GET", f"/v1/sessions/{quote(session, safe='')}/workers", params=params)
-        found.extend(page["items"])
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return found
+    return every_item(f"/v1/sessions/{quote(session, safe='')}/workers")
 
 
 def workers(
@@ -77,7 +52,7 @@ def workers(
             escape(named),
             worker["task_status"] or "—",
             str(worker["turns"]),
-            _when(worker["last_turn_at"]),
+            stamp(worker["last_turn_at"]),
             escape(worker["task_description"] or "—"),
         )
     table.columns[0].no_wrap = True
@@ -91,7 +66,7 @@ def _cancel(session: str, worker: str, as_json: bool) -> None:
     if worker not in {f["label"] for f in spawned if f.get("kind", "worker") == "worker"}:
         errors.print(f"[red]{escape(worker)} is not a worker of {escape(session)}[/red]")
         raise typer.Exit(1)
-    done = _api("POST", f"/v1/sessions/{quote(worker, safe='')}/cancel")
+    done = api("POST", f"/v1/sessions/{quote(worker, safe='')}/cancel")
     if as_json:
         console.print_json(json.dumps(done))
         return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -20,6 +20,7 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 RESULTS: TypeAdapter[HookResult] = TypeAdapter(HookResult)
 STATES: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 INFOS: TypeAdapter[HookInfo] = TypeAdapter(HookInfo)
+T = TypeVar("T")
 
 
 class ProtocolError(Exception):
@@ -57,18 +58,20 @@ def result_as_json(result: HookResult) -> dict[str, Any]:
     return encoded
 
 
-def result_from_json(value: Any) -> HookResult:
+def _validated(adapter: TypeAdapter[T], value: Any, what: str) -> T:
+    """`value` as `adapter`'s type, or a ProtocolError saying it is not `what`."""
     try:
-        return RESULTS.validate_python(value)
+        return adapter.validate_python(value)
     except ValidationError as error:
-        raise ProtocolError(f"not a HookResult: {error}") from error
+        raise ProtocolError(f"{what}: {error}") from error
+
+
+def result_from_json(value: Any) -> HookResult:
+    return _validated(RESULTS, value, "not a HookResult")
 
 
 def state_from_json(value: Any) -> dict[str, Any]:
-    try:
-        return STATES.validate_python(value)
-    except ValidationError as error:
-        raise ProtocolError(f"the state is not an object: {error}") from error
+    return _validated(STATES, value, "the state is not an object")
 
 
 def info_as_json(info: HookInfo) -> dict[str, Any]:
@@ -77,7 +80,4 @@ def info_as_json(info: HookInfo) -> dict[str, Any]:
 
 
 def info_from_json(value: Any) -> HookInfo:
-    try:
-        return INFOS.validate_python(value)
-    except ValidationError as error:
-        raise ProtocolError(f"not a HookInfo: {error}") from error
+    return _validated(INFOS, value, "not a HookInfo")

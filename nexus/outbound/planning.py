@@ -15,7 +15,13 @@ from nexus.engine.outcomes import CommitHook
 from nexus.engine.rich import RichReply, RichReplyError, parse_reaction, parse_rich
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
-from nexus.ledger.records import DeliveryDraft, EventDraft, EventRecord, SessionRecord
+from nexus.ledger.records import (
+    DeliveryDraft,
+    EventDraft,
+    EventRecord,
+    SessionRecord,
+    ToolCallDraft,
+)
 from nexus.outbound.addressing import (
     ADDRESSED_FROM_PAYLOAD,
     INTERNAL_TRIGGERS,
@@ -56,15 +62,11 @@ def reply_text(result: TurnResult) -> str | None:
 def rich_reply(result: TurnResult) -> RichReply | None:
     """The buttons and embeds the turn attached to its answer: its last completed
     `present_options` call (checked again: the tool refused what could not be sent)."""
-    calls = [
-        call
-        for call in result.tool_calls
-        if call.tool_name == PRESENT_OPTIONS and call.status == ToolCallStatus.COMPLETED
-    ]
-    if not calls:
+    call = _last_completed(result, PRESENT_OPTIONS)
+    if call is None:
         return None
     try:
-        rich = parse_rich(calls[-1].parameters)
+        rich = parse_rich(call.parameters)
     except RichReplyError:
         return None
     return None if rich.empty else rich
@@ -73,17 +75,23 @@ def rich_reply(result: TurnResult) -> RichReply | None:
 def reaction(result: TurnResult) -> str | None:
     """The reaction the turn put on the message it answers: its last completed `react`
     call (checked again), or None."""
+    call = _last_completed(result, REACT)
+    if call is None:
+        return None
+    try:
+        return parse_reaction(call.parameters.get("reaction"))
+    except RichReplyError:
+        return None
+
+
+def _last_completed(result: TurnResult, tool_name: str) -> ToolCallDraft | None:
+    """The turn's last completed call of `tool_name`, or None."""
     calls = [
         call
         for call in result.tool_calls
-        if call.tool_name == REACT and call.status == ToolCallStatus.COMPLETED
+        if call.tool_name == tool_name and call.status == ToolCallStatus.COMPLETED
     ]
-    if not calls:
-        return None
-    try:
-        return parse_reaction(calls[-1].parameters.get("reaction"))
-    except RichReplyError:
-        return None
+    return calls[-1] if calls else None
 
 
 def reply_hook(doorbell: Doorbell | None) -> CommitHook:
@@ -231,7 +239,24 @@ def _chunks(
     if rich is not None:
         text = with_fallback(fmt, text, rich)
     pieces = [text] if fmt in _RAW_FORMATS else chunk(text, limit_for(fmt))
-    drafts = []
+    drafts: list[DeliveryDraft] = []
+
+    def add(target: dict[str, Any], words: str) -> None:
+        """The next delivery of the reply: its chunk index is its place among them."""
+        index = len(drafts)
+        drafts.append(
+            DeliveryDraft(
+                turn_id=turn_id,
+                chunk_index=index,
+                session_id=session.id,
+                event_id=reply_id,
+                platform=address.sender,
+                target=target,
+                text=words,
+                idempotency_key=f"{turn_id}:{index}",
+            )
+        )
+
     for index, piece in enumerate(pieces):
         rendered = render(fmt, piece) if fmt not in _RAW_FORMATS else None
         target = dict(address.target)
@@ -241,37 +266,14 @@ def _chunks(
             target["reply_to"] = address.reply_to  # the first chunk answers; the rest follow
         if rich is not None and index == len(pieces) - 1:
             target.update(native_parts(fmt, rich, rendered.text if rendered else piece))
-        drafts.append(
-            DeliveryDraft(
-                turn_id=turn_id,
-                chunk_index=index,
-                session_id=session.id,
-                event_id=reply_id,
-                platform=address.sender,
-                target=target,
-                text=rendered.text if rendered is not None else piece,
-                idempotency_key=f"{turn_id}:{index}",
-            )
-        )
+        add(target, rendered.text if rendered is not None else piece)
     # Files the platform takes as messages of their own (a WhatsApp voice note, an iMessage
     # photo) follow the text, each its own delivery: sent, retried and tracked like a chunk,
     # and one that fails never holds the text back.
     extras = attachment_targets(fmt, rich) if rich is not None else []
     files = list(zip(rich.attachments, extras, strict=True)) if rich and extras else []
     for attachment, extra in files:
-        index = len(drafts)
-        drafts.append(
-            DeliveryDraft(
-                turn_id=turn_id,
-                chunk_index=index,
-                session_id=session.id,
-                event_id=reply_id,
-                platform=address.sender,
-                target={**address.target, **extra},
-                text=f"[{attachment.kind}] {attachment.url}",
-                idempotency_key=f"{turn_id}:{index}",
-            )
-        )
+        add({**address.target, **extra}, f"[{attachment.kind}] {attachment.url}")
     return drafts
 
 

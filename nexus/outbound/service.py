@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 
@@ -74,24 +74,12 @@ class DeliveryService:
         with self.database.unit_of_work() as uow:
             outcome = self._record(uow, delivery, result)
             uow.commit()
-        log.info(
-            "delivery_attempt",
-            delivery_id=delivery.id,
-            turn_id=delivery.turn_id,
-            chunk=delivery.chunk_index,
-            platform=delivery.platform,
-            attempt=delivery.attempts,
-            outcome=outcome,
-        )
+        log.info("delivery_attempt", **_log_fields(delivery), outcome=outcome)
         if outcome == "failed" and not isinstance(result, Sent):
             # Final: nobody will read this reply. Say why, at a level an operator sees.
             log.warning(
                 "delivery_failed",
-                delivery_id=delivery.id,
-                turn_id=delivery.turn_id,
-                chunk=delivery.chunk_index,
-                platform=delivery.platform,
-                attempt=delivery.attempts,
+                **_log_fields(delivery),
                 reason="refused" if isinstance(result, Refused) else "gave_up",
                 status=http_status(result.error),
                 error=excerpt(result.error),
@@ -164,3 +152,14 @@ class DeliveryService:
             "drop a duplicate, so it was not sent again (NEXUS_DELIVERY_UNCERTAIN=resend "
             "sends it again instead)"
         )
+
+
+def _log_fields(delivery: DeliveryRecord) -> dict[str, Any]:
+    """Which send a delivery log line is about."""
+    return {
+        "delivery_id": delivery.id,
+        "turn_id": delivery.turn_id,
+        "chunk": delivery.chunk_index,
+        "platform": delivery.platform,
+        "attempt": delivery.attempts,
+    }

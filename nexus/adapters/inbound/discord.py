@@ -17,6 +17,7 @@ from nexus.adapters.inbound.base import (
     json_body,
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.signatures import SecretAdapter, required_headers
 from nexus.event import Attachment, Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Signature-Ed25519"
@@ -33,25 +34,22 @@ _SUB_COMMAND_TYPES = frozenset({1, 2})
 MESSAGE_COMMAND = 3  # a context-menu command on a message: data.target_id is that message
 
 
-class DiscordAdapter:
+class DiscordAdapter(SecretAdapter):
     name = "discord"
+    configured_by = "NEXUS_DISCORD_PUBLIC_KEY"
 
     def __init__(self, public_key_hex: str | None) -> None:
-        self._key_hex = public_key_hex
+        super().__init__(public_key_hex.strip() if public_key_hex else None)
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
         # The timestamp is signed, but Discord documents no replay window, so none is
         # enforced here: an invented one could refuse genuine deliveries.
-        if not self._key_hex or not self._key_hex.strip():
-            raise SignatureRejected("NEXUS_DISCORD_PUBLIC_KEY is not set: discord is off")
-        signature = request.header(SIGNATURE_HEADER)
-        timestamp = request.header(TIMESTAMP_HEADER)
-        if signature is None or timestamp is None:
-            raise SignatureRejected(f"missing {SIGNATURE_HEADER} or {TIMESTAMP_HEADER} header")
+        key_hex = self.configured_secret()
+        signature, timestamp = required_headers(request, SIGNATURE_HEADER, TIMESTAMP_HEADER)
         try:
-            key = VerifyKey(bytes.fromhex(self._key_hex.strip()))
+            key = VerifyKey(bytes.fromhex(key_hex))
         except ValueError as error:  # nacl's own ValueError for a wrong length subclasses it
-            raise SignatureRejected("NEXUS_DISCORD_PUBLIC_KEY is not a 32-byte hex key") from error
+            raise SignatureRejected(f"{self.configured_by} is not a 32-byte hex key") from error
         try:
             signature_bytes = bytes.fromhex(signature)
         except ValueError as error:

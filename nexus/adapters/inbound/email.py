@@ -30,6 +30,7 @@ from nexus.adapters.inbound.email_mime import (
     thread_root,
     without_attachment_bytes,
 )
+from nexus.adapters.inbound.signatures import SecretAdapter
 from nexus.event import Attachment, Author, Container, EventKind, NexusEvent
 
 # Mail has no webhook of its own: a relay the operator runs (an MTA pipe, a Gmail push
@@ -56,15 +57,12 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return f"v1={digest.hexdigest()}"
 
 
-class EmailAdapter:
+class EmailAdapter(SecretAdapter):
     name = "email"
-
-    def __init__(self, secret: str | None) -> None:
-        self._secret = secret
+    configured_by = "NEXUS_WEBHOOK_SECRET"
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
-        if not self._secret:
-            raise SignatureRejected("NEXUS_WEBHOOK_SECRET is not set: email is off")
+        secret = self.configured_secret()
         stamp, given = request.header(TIMESTAMP_HEADER), request.header(SIGNATURE_HEADER)
         if not stamp or not given:
             raise SignatureRejected(f"missing {TIMESTAMP_HEADER} or {SIGNATURE_HEADER} header")
@@ -75,7 +73,7 @@ class EmailAdapter:
         timestamp = int(stamp)
         if abs(now_ms // 1000 - timestamp) > TOLERANCE_S:
             raise SignatureRejected(f"{TIMESTAMP_HEADER} is outside the {TOLERANCE_S} s window")
-        expected = sign(self._secret, timestamp, request.body).encode()
+        expected = sign(secret, timestamp, request.body).encode()
         # Every offered value is compared, so a relay can send old and new during rotation.
         offered = [part.strip().encode() for part in given.split(",")]
         if not any(hmac.compare_digest(candidate, expected) for candidate in offered):

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from datetime import datetime
 from typing import Any
 
-from nexus.adapters.inbound.base import (
-    InboundOutcome,
-    InboundRequest,
-    MalformedRequest,
-    SignatureRejected,
-    json_body,
-)
+from nexus.adapters.inbound.attachments import obj as _obj
+from nexus.adapters.inbound.base import InboundOutcome, InboundRequest, MalformedRequest, json_body
 from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.signatures import SecretAdapter, check_sha256_signature
 from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -35,26 +30,13 @@ _EDITS = frozenset({"edited", "deleted"})
 _CONTEXT = frozenset({"repository", "organization", "installation", "enterprise"})
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-class GitHubAdapter:
+class GitHubAdapter(SecretAdapter):
     name = "github"
-
-    def __init__(self, secret: str | None) -> None:
-        self._secret = secret
+    configured_by = "NEXUS_GITHUB_WEBHOOK_SECRET"
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
         # GitHub defines no replay window; the delivery GUID deduplicates redeliveries.
-        if not self._secret:
-            raise SignatureRejected("NEXUS_GITHUB_WEBHOOK_SECRET is not set: github is off")
-        given = request.header(SIGNATURE_HEADER)
-        if given is None:
-            raise SignatureRejected(f"missing {SIGNATURE_HEADER} header")
-        digest = hmac.new(self._secret.encode(), request.body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(given.encode(), f"sha256={digest}".encode()):
-            raise SignatureRejected(f"{SIGNATURE_HEADER} does not match the body")
+        check_sha256_signature(request, self.configured_secret(), SIGNATURE_HEADER)
 
     def parse(self, request: InboundRequest) -> InboundOutcome:
         event_name, delivery = request.header(EVENT_HEADER), request.header(DELIVERY_HEADER)

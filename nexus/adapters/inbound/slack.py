@@ -19,6 +19,7 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import load_json_object
+from nexus.adapters.inbound.signatures import SecretAdapter, required_headers
 from nexus.event import (
     Attachment,
     Author,
@@ -59,20 +60,17 @@ class _FixedClock(Clock):
         return self._now
 
 
-class SlackAdapter:
+class SlackAdapter(SecretAdapter):
     name = "slack"
+    configured_by = "NEXUS_SLACK_SIGNING_SECRET"
 
     def __init__(self, signing_secret: str | None) -> None:
-        self._secret = signing_secret
+        # slack_sdk refuses a blank secret with ValueError; to us it is simply not set.
+        super().__init__(signing_secret if signing_secret and signing_secret.strip() else None)
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
-        # slack_sdk refuses a blank secret with ValueError; to us it is simply not set.
-        if not self._secret or not self._secret.strip():
-            raise SignatureRejected("NEXUS_SLACK_SIGNING_SECRET is not set: slack is off")
-        timestamp = request.header(TIMESTAMP_HEADER)
-        signature = request.header(SIGNATURE_HEADER)
-        if timestamp is None or signature is None:
-            raise SignatureRejected(f"missing {TIMESTAMP_HEADER} or {SIGNATURE_HEADER} header")
+        secret = self.configured_secret()
+        timestamp, signature = required_headers(request, TIMESTAMP_HEADER, SIGNATURE_HEADER)
         try:
             age = abs(now_ms / 1000 - int(timestamp))
         except ValueError as error:
@@ -82,7 +80,7 @@ class SlackAdapter:
             raise SignatureRejected(
                 f"{TIMESTAMP_HEADER} is stale ({age:.0f} s old; Slack allows {REPLAY_WINDOW_S} s)"
             )
-        verifier = SignatureVerifier(self._secret, clock=_FixedClock(now_ms / 1000))
+        verifier = SignatureVerifier(secret, clock=_FixedClock(now_ms / 1000))
         if not verifier.is_valid(body=request.body, timestamp=timestamp, signature=signature):
             raise SignatureRejected(f"{SIGNATURE_HEADER} does not match the body")
 

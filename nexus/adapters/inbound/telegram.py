@@ -16,6 +16,7 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import unix_ms
+from nexus.adapters.inbound.signatures import SecretAdapter, required_header
 from nexus.event import Attachment, Author, Container, ContainerKind, NexusEvent
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
@@ -41,20 +42,15 @@ _SERVICE = (
 )  # fmt: skip
 
 
-class TelegramAdapter:
+class TelegramAdapter(SecretAdapter):
     name = "telegram"
-
-    def __init__(self, secret_token: str | None) -> None:
-        self._secret = secret_token
+    configured_by = "NEXUS_TELEGRAM_SECRET_TOKEN"
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
         # Telegram signs nothing; it echoes the secret given to setWebhook in a header.
-        if not self._secret:
-            raise SignatureRejected("NEXUS_TELEGRAM_SECRET_TOKEN is not set: telegram is off")
-        given = request.header(SECRET_HEADER)
-        if given is None:
-            raise SignatureRejected(f"missing {SECRET_HEADER} header")
-        if not hmac.compare_digest(given.encode(), self._secret.encode()):
+        secret = self.configured_secret()
+        given = required_header(request, SECRET_HEADER)
+        if not hmac.compare_digest(given.encode(), secret.encode()):
             raise SignatureRejected(f"{SECRET_HEADER} does not match")
 
     def parse(self, request: InboundRequest) -> InboundOutcome:

@@ -15,6 +15,7 @@ from nexus.adapters.inbound.base import (
     SignatureRejected,
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
+from nexus.adapters.inbound.signatures import SecretAdapter, required_header
 from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
@@ -34,11 +35,12 @@ def _form(body: bytes) -> dict[str, str]:
         raise MalformedRequest(f"a Twilio webhook is a UTF-8 form body: {error}") from error
 
 
-class TwilioAdapter:
+class TwilioAdapter(SecretAdapter):
     name = "twilio"
+    configured_by = "NEXUS_TWILIO_AUTH_TOKEN"
 
     def __init__(self, auth_token: str | None, public_base_url: str | None = None) -> None:
-        self._token = auth_token
+        super().__init__(auth_token)
         self._public = public_base_url.rstrip("/") if public_base_url else None
 
     def signed_url(self, request: InboundRequest) -> str:
@@ -50,16 +52,13 @@ class TwilioAdapter:
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
         # Twilio defines no replay window; MessageSid deduplicates redeliveries.
-        if not self._token:
-            raise SignatureRejected("NEXUS_TWILIO_AUTH_TOKEN is not set: twilio is off")
-        signature = request.header(SIGNATURE_HEADER)
-        if signature is None:
-            raise SignatureRejected(f"missing {SIGNATURE_HEADER} header")
+        token = self.configured_secret()
+        signature = required_header(request, SIGNATURE_HEADER)
         try:
             params = _form(request.body)
         except MalformedRequest as error:
             raise SignatureRejected(f"cannot check the signature: {error.reason}") from error
-        if not RequestValidator(self._token).validate(self.signed_url(request), params, signature):
+        if not RequestValidator(token).validate(self.signed_url(request), params, signature):
             raise SignatureRejected(
                 f"{SIGNATURE_HEADER} does not match (is NEXUS_PUBLIC_URL the URL Twilio calls?)"
             )

@@ -21,6 +21,7 @@ from typing import Any
 from standardwebhooks.webhooks import Webhook
 
 from nexus.adapters.inbound.attachments import attachment, capped, kind_of
+from nexus.adapters.inbound.attachments import obj as _obj
 from nexus.adapters.inbound.base import (
     InboundOutcome,
     InboundRequest,
@@ -30,6 +31,7 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import unix_ms
+from nexus.adapters.inbound.signatures import SecretAdapter
 from nexus.event import Attachment, Author, Container, ContainerKind, NexusEvent
 
 ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
@@ -41,19 +43,12 @@ TOLERANCE_S = 5 * 60
 _KINDS: frozenset[str] = frozenset({"dm", "group", "channel"})
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-class StandardWebhookAdapter:
+class StandardWebhookAdapter(SecretAdapter):
     name = "webhook"
-
-    def __init__(self, secret: str | None) -> None:
-        self._secret = secret
+    configured_by = "NEXUS_WEBHOOK_SECRET"
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
-        if not self._secret:
-            raise SignatureRejected("NEXUS_WEBHOOK_SECRET is not set: webhook is off")
+        secret = self.configured_secret()
         msg_id = request.header(ID_HEADER)
         stamp = request.header(TIMESTAMP_HEADER)
         given = request.header(SIGNATURE_HEADER)
@@ -70,9 +65,7 @@ class StandardWebhookAdapter:
             raise SignatureRejected(f"{TIMESTAMP_HEADER} is outside the {TOLERANCE_S} s window")
         try:
             body = request.body.decode("utf-8")
-            expected = Webhook(self._secret).sign(
-                msg_id, datetime.fromtimestamp(timestamp, UTC), body
-            )
+            expected = Webhook(secret).sign(msg_id, datetime.fromtimestamp(timestamp, UTC), body)
         except (UnicodeDecodeError, ValueError) as error:
             raise SignatureRejected(f"cannot check the signature: {error}") from error
         # Several space-separated signatures may be sent while a secret is being rotated.

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nexus.adapters.inbound.attachments import attachment
+from nexus.adapters.inbound.attachments import obj as _obj
 from nexus.adapters.inbound.base import (
     ImmediateAnswer,
     InboundOutcome,
@@ -18,21 +19,19 @@ from nexus.adapters.inbound.base import (
 )
 from nexus.adapters.inbound.bounds import event_id as bounded_id
 from nexus.adapters.inbound.bounds import unix_ms
+from nexus.adapters.inbound.signatures import SecretAdapter, check_sha256_signature
 from nexus.event import Author, Container, NexusEvent
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 _MEDIA = ("image", "video", "audio", "document", "sticker")
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-class WhatsAppAdapter:
+class WhatsAppAdapter(SecretAdapter):
     name = "whatsapp"
+    configured_by = "NEXUS_WHATSAPP_APP_SECRET"
 
     def __init__(self, app_secret: str | None, verify_token: str | None) -> None:
-        self._secret = app_secret
+        super().__init__(app_secret)
         self._verify_token = verify_token
 
     def verify(self, request: InboundRequest, *, now_ms: int) -> None:
@@ -40,14 +39,7 @@ class WhatsAppAdapter:
         if request.method == "GET":
             self._verify_handshake(request)
             return
-        if not self._secret:
-            raise SignatureRejected("NEXUS_WHATSAPP_APP_SECRET is not set: whatsapp is off")
-        given = request.header(SIGNATURE_HEADER)
-        if given is None:
-            raise SignatureRejected(f"missing {SIGNATURE_HEADER} header")
-        digest = hmac.new(self._secret.encode(), request.body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(given.encode(), f"sha256={digest}".encode()):
-            raise SignatureRejected(f"{SIGNATURE_HEADER} does not match the body")
+        check_sha256_signature(request, self.configured_secret(), SIGNATURE_HEADER)
 
     def _verify_handshake(self, request: InboundRequest) -> None:
         if not self._verify_token:

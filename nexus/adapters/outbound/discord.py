@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from nexus.adapters.outbound.http import classify, new_client, short_hash, transport_failure
+from nexus.adapters.outbound.http import ApiSender, classify, id_at, short_hash, transport_failure
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, SendResult
 
@@ -15,13 +15,9 @@ from nexus.outbound.ports import Refused, SendResult
 NO_MENTIONS: dict[str, Any] = {"parse": []}
 
 
-class DiscordSender:
+class DiscordSender(ApiSender):
     name = "discord"
-
-    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
-        self._token = token
-        self._base = api_base.rstrip("/")
-        self._client = client or new_client()
+    configured_by = "NEXUS_DISCORD_BOT_TOKEN"
 
     def idempotent(self, delivery: DeliveryRecord) -> bool:
         # Editing the original answer twice leaves one message; a channel message carries an
@@ -44,11 +40,11 @@ class DiscordSender:
             response = self._client.patch(f"{webhook}/messages/@original", json=body)
         else:
             response = self._client.post(webhook, params={"wait": "true"}, json=body)
-        return classify(response, message_id=_message_id)
+        return classify(response, message_id=id_at("id"))
 
     def _channel_message(self, delivery: DeliveryRecord) -> SendResult:
         if not self._token:
-            return Refused("NEXUS_DISCORD_BOT_TOKEN is not set")
+            return Refused(f"{self.configured_by} is not set")
         body: dict[str, Any] = {
             "content": delivery.text,
             "allowed_mentions": NO_MENTIONS,
@@ -67,14 +63,9 @@ class DiscordSender:
             json=body,
             headers={"Authorization": f"Bot {self._token}"},
         )
-        return classify(response, message_id=_message_id)
+        return classify(response, message_id=id_at("id"))
 
 
 def _rich(delivery: DeliveryRecord) -> dict[str, Any]:
     """Embeds and buttons (the last chunk of a rich reply)."""
     return {key: delivery.target[key] for key in ("embeds", "components") if key in delivery.target}
-
-
-def _message_id(body: Any) -> str | None:
-    found = body.get("id") if isinstance(body, dict) else None
-    return str(found) if found is not None else None

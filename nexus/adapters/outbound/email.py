@@ -34,7 +34,7 @@ class EmailSender:
     def send(self, delivery: DeliveryRecord) -> SendResult:
         if not self._host or not self._from:
             return Refused("NEXUS_SMTP_HOST and NEXUS_EMAIL_FROM must be set")
-        message = self._message(delivery)
+        message = reply_message(delivery, self._from)
         try:
             with smtplib.SMTP(self._host, self._port, timeout=self._timeout) as smtp:
                 if self._starttls:
@@ -55,20 +55,22 @@ class EmailSender:
             return RetryLater(f"{type(error).__name__}: {error}")
         return Sent(message["Message-ID"])
 
-    def _message(self, delivery: DeliveryRecord) -> EmailMessage:
-        target = delivery.target
-        domain = (self._from or "nexus.local").rsplit("@", 1)[-1].strip(">")
-        message = EmailMessage()
-        message["From"] = self._from
-        message["To"] = target["to"]
-        message["Subject"] = target.get("subject", "Re: your message")
-        # Deterministic, so a receiver that deduplicates on Message-ID can; RFC 5322 allows
-        # no ':' in its left part, which our keys (turn:chunk) have.
-        local = re.sub(r"[^A-Za-z0-9._-]", ".", delivery.idempotency_key or delivery.id)
-        message["Message-ID"] = f"<{local}@{domain}>"
-        if target.get("in_reply_to"):
-            original = f"<{target['in_reply_to'].strip('<>')}>"
-            message["In-Reply-To"] = original
-            message["References"] = original
-        message.set_content(delivery.text)
-        return message
+
+def reply_message(delivery: DeliveryRecord, sender: str) -> EmailMessage:
+    """The RFC 822 reply From `sender`, threaded under the message it answers (In-Reply-To,
+    and References: the target's own list where it keeps one, else that message)."""
+    target = delivery.target
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = target["to"]
+    message["Subject"] = target.get("subject", "Re: your message")
+    # Deterministic, so a receiver that deduplicates on Message-ID can; RFC 5322 allows
+    # no ':' in its left part, which our keys (turn:chunk) have.
+    local = re.sub(r"[^A-Za-z0-9._-]", ".", delivery.idempotency_key or delivery.id)
+    message["Message-ID"] = f"<{local}@{sender.rsplit('@', 1)[-1].strip('>')}>"
+    if target.get("in_reply_to"):
+        original = f"<{str(target['in_reply_to']).strip('<>')}>"
+        message["In-Reply-To"] = original
+        message["References"] = target.get("references") or original
+    message.set_content(delivery.text)
+    return message

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import base64
-import re
 from email import policy
-from email.message import EmailMessage
 
 import httpx
 
 from nexus.adapters.gmail_api import GmailApi, GmailUnavailable
-from nexus.adapters.outbound.http import classify, transport_failure
+from nexus.adapters.outbound.email import reply_message
+from nexus.adapters.outbound.http import classify, id_at, transport_failure
 from nexus.ingest.gmail import GmailError
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, SendResult
@@ -39,27 +38,4 @@ class GmailSender:
             return Refused(str(error))  # not configured, or the credential refused: say so
         except httpx.HTTPError as error:
             return transport_failure(error)
-        return classify(response, message_id=_gmail_id)
-
-
-def reply_message(delivery: DeliveryRecord, sender: str) -> EmailMessage:
-    """The RFC 822 reply: From the mailbox, threaded under the message it answers."""
-    target = delivery.target
-    message = EmailMessage()
-    message["From"] = sender
-    message["To"] = target["to"]
-    message["Subject"] = target.get("subject", "Re: your message")
-    # Deterministic, as the SMTP sender's: a receiver that deduplicates on it can.
-    local = re.sub(r"[^A-Za-z0-9._-]", ".", delivery.idempotency_key or delivery.id)
-    message["Message-ID"] = f"<{local}@{sender.rsplit('@', 1)[-1]}>"
-    if target.get("in_reply_to"):
-        original = f"<{str(target['in_reply_to']).strip('<>')}>"
-        message["In-Reply-To"] = original
-        message["References"] = target.get("references") or original
-    message.set_content(delivery.text)
-    return message
-
-
-def _gmail_id(body: object) -> str | None:
-    found = body.get("id") if isinstance(body, dict) else None
-    return str(found) if found is not None else None
+        return classify(response, message_id=id_at("id"))

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, SendResult, Sent
 
 # Long enough for a slow platform, well inside the delivery lease (60 s by default), so a
@@ -19,6 +20,33 @@ _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 def new_client(timeout_s: float = DEFAULT_TIMEOUT_S) -> httpx.Client:
     return httpx.Client(timeout=timeout_s, headers={"User-Agent": "nexus-broker"})
+
+
+class ApiSender:
+    """A sender that calls a platform's HTTP API with one token. `send` refuses while the
+    token is not set and turns a transport error into a retry; `_send` does the call."""
+
+    name: str
+    configured_by: str  # the environment variable that sets the token
+
+    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
+        self._token = token
+        self._base = api_base.rstrip("/")
+        self._client = client or new_client()
+
+    def idempotent(self, delivery: DeliveryRecord) -> bool:
+        return False  # unless the platform takes a key, a resend may post twice
+
+    def send(self, delivery: DeliveryRecord) -> SendResult:
+        if not self._token:
+            return Refused(f"{self.configured_by} is not set")
+        try:
+            return self._send(delivery, self._token)
+        except httpx.HTTPError as error:
+            return transport_failure(error)
+
+    def _send(self, delivery: DeliveryRecord, token: str) -> SendResult:
+        raise NotImplementedError
 
 
 def retry_after_ms(response: httpx.Response, body: Any = None) -> int | None:
@@ -61,6 +89,22 @@ def classify(response: httpx.Response, *, message_id: Callable[[Any], str | None
     if response.status_code in _RETRYABLE_STATUS:
         return RetryLater(detail, retry_after_ms(response, body))
     return Refused(detail)
+
+
+def id_at(*path: str | int) -> Callable[[Any], str | None]:
+    """A reader of the sent message's id at `path` in the platform's JSON answer (object
+    keys and list indexes); it reads None where the answer holds nothing there."""
+
+    def read(body: Any) -> str | None:
+        found = body
+        for step in path:
+            if isinstance(step, int):
+                found = found[step] if isinstance(found, list) and len(found) > step else None
+            else:
+                found = found.get(step) if isinstance(found, dict) else None
+        return str(found) if found is not None else None
+
+    return read
 
 
 def transport_failure(error: httpx.HTTPError) -> SendResult:

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from nexus.adapters.outbound.http import (
-    classify,
-    json_or_none,
-    new_client,
-    retry_after_ms,
-    transport_failure,
-)
+from nexus.adapters.outbound.http import ApiSender, classify, id_at, json_or_none, retry_after_ms
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, RetryLater, SendResult, Sent
 
@@ -21,20 +13,13 @@ _TRANSIENT = frozenset({"ratelimited", "internal_error", "fatal_error", "service
                         "request_timeout"})  # fmt: skip
 
 
-class SlackSender:
+class SlackSender(ApiSender):
+    """chat.postMessage has no idempotency key: a resend may post twice."""
+
     name = "slack"
+    configured_by = "NEXUS_SLACK_BOT_TOKEN"
 
-    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
-        self._token = token
-        self._base = api_base.rstrip("/")
-        self._client = client or new_client()
-
-    def idempotent(self, delivery: DeliveryRecord) -> bool:
-        return False  # chat.postMessage has no idempotency key
-
-    def send(self, delivery: DeliveryRecord) -> SendResult:
-        if not self._token:
-            return Refused("NEXUS_SLACK_BOT_TOKEN is not set")
+    def _send(self, delivery: DeliveryRecord, token: str) -> SendResult:
         body: dict[str, Any] = {
             "channel": delivery.target["channel"],
             "text": delivery.text,
@@ -45,17 +30,12 @@ class SlackSender:
             body["blocks"] = delivery.target["blocks"]
         if delivery.target.get("thread_ts"):
             body["thread_ts"] = delivery.target["thread_ts"]
-        try:
-            response = self._client.post(
-                f"{self._base}/chat.postMessage",
-                json=body,
-                headers={"Authorization": f"Bearer {self._token}"},
-            )
-        except httpx.HTTPError as error:
-            return transport_failure(error)
-        result = classify(
-            response, message_id=lambda b: b.get("ts") if isinstance(b, dict) else None
+        response = self._client.post(
+            f"{self._base}/chat.postMessage",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
         )
+        result = classify(response, message_id=id_at("ts"))
         if not isinstance(result, Sent):
             return result
         payload = json_or_none(response)

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.adapters.outbound.http import ApiSender, classify, id_at
 from nexus.ledger.records import DeliveryRecord
-from nexus.outbound.ports import Refused, SendResult
+from nexus.outbound.ports import SendResult
 
 
-class TelegramSender:
+class TelegramSender(ApiSender):
+    """The Bot API takes no idempotency key: a resend may post twice."""
+
     name = "telegram"
+    configured_by = "NEXUS_TELEGRAM_BOT_TOKEN"
 
-    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
-        self._token = token
-        self._base = api_base.rstrip("/")
-        self._client = client or new_client()
-
-    def idempotent(self, delivery: DeliveryRecord) -> bool:
-        return False  # the Bot API takes no idempotency key
-
-    def send(self, delivery: DeliveryRecord) -> SendResult:
-        if not self._token:
-            return Refused("NEXUS_TELEGRAM_BOT_TOKEN is not set")
+    def _send(self, delivery: DeliveryRecord, token: str) -> SendResult:
         target = delivery.target
         body: dict[str, Any] = {
             "chat_id": target["chat_id"],
@@ -43,14 +34,5 @@ class TelegramSender:
                 "message_id": int(target["reply_to"]),
                 "allow_sending_without_reply": True,
             }
-        try:
-            response = self._client.post(f"{self._base}/bot{self._token}/sendMessage", json=body)
-        except httpx.HTTPError as error:
-            return transport_failure(error)
-        return classify(response, message_id=_message_id)
-
-
-def _message_id(body: Any) -> str | None:
-    result = body.get("result") if isinstance(body, dict) else None
-    found = result.get("message_id") if isinstance(result, dict) else None
-    return str(found) if found is not None else None
+        response = self._client.post(f"{self._base}/bot{token}/sendMessage", json=body)
+        return classify(response, message_id=id_at("result", "message_id"))

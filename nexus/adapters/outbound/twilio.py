@@ -3,11 +3,9 @@ reports delivered / failed back to /v1/inbound/twilio."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
-from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.adapters.outbound.http import classify, id_at, new_client, transport_failure
 from nexus.ledger.records import DeliveryRecord
 from nexus.outbound.ports import Refused, SendResult
 
@@ -46,9 +44,4 @@ class TwilioSender:
             )
         except httpx.HTTPError as error:
             return transport_failure(error)
-        return classify(response, message_id=_sid)
-
-
-def _sid(body: Any) -> str | None:
-    found = body.get("sid") if isinstance(body, dict) else None
-    return str(found) if found is not None else None
+        return classify(response, message_id=id_at("sid"))

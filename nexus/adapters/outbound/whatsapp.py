@@ -8,27 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from nexus.adapters.outbound.http import classify, new_client, transport_failure
+from nexus.adapters.outbound.http import ApiSender, classify, id_at
 from nexus.ledger.records import DeliveryRecord
-from nexus.outbound.ports import Refused, SendResult
+from nexus.outbound.ports import SendResult
 
 
-class WhatsAppSender:
+class WhatsAppSender(ApiSender):
+    """The Cloud API takes no idempotency key: a resend may post twice."""
+
     name = "whatsapp"
+    configured_by = "NEXUS_WHATSAPP_ACCESS_TOKEN"
 
-    def __init__(self, token: str | None, api_base: str, client: httpx.Client | None = None):
-        self._token = token
-        self._base = api_base.rstrip("/")
-        self._client = client or new_client()
-
-    def idempotent(self, delivery: DeliveryRecord) -> bool:
-        return False  # the Cloud API takes no idempotency key
-
-    def send(self, delivery: DeliveryRecord) -> SendResult:
-        if not self._token:
-            return Refused("NEXUS_WHATSAPP_ACCESS_TOKEN is not set")
+    def _send(self, delivery: DeliveryRecord, token: str) -> SendResult:
         target = delivery.target
         body: dict[str, Any] = {
             "messaging_product": "whatsapp",
@@ -38,15 +29,12 @@ class WhatsAppSender:
         }
         if target.get("reply_to"):
             body["context"] = {"message_id": target["reply_to"]}
-        try:
-            response = self._client.post(
-                f"{self._base}/{target['phone_number_id']}/messages",
-                json=body,
-                headers={"Authorization": f"Bearer {self._token}"},
-            )
-        except httpx.HTTPError as error:
-            return transport_failure(error)
-        return classify(response, message_id=_wamid)
+        response = self._client.post(
+            f"{self._base}/{target['phone_number_id']}/messages",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        return classify(response, message_id=id_at("messages", 0, "id"))
 
 
 def _content(delivery: DeliveryRecord) -> dict[str, Any]:
@@ -63,10 +51,3 @@ def _content(delivery: DeliveryRecord) -> dict[str, Any]:
             "interactive": {**interactive, "body": {"text": delivery.text}},
         }
     return {"type": "text", "text": {"body": delivery.text, "preview_url": False}}
-
-
-def _wamid(body: Any) -> str | None:
-    messages = body.get("messages") if isinstance(body, dict) else None
-    first = messages[0] if isinstance(messages, list) and messages else None
-    found = first.get("id") if isinstance(first, dict) else None
-    return str(found) if found is not None else None

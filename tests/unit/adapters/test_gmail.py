@@ -13,7 +13,7 @@ import pytest
 from nexus.adapters.gmail_api import read_oauth_client
 from nexus.adapters.inbound.base import InboundRequest, MalformedRequest, SignatureRejected
 from nexus.adapters.inbound.gmail import GmailPushAdapter, message_event, push_event
-from nexus.adapters.outbound.gmail import reply_message
+from nexus.adapters.outbound.email import reply_message
 from nexus.ingest.gmail import GmailError
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord, EventRecord
