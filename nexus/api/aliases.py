@@ -13,7 +13,7 @@ from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, pa
 from nexus.db import UnitOfWork
 from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
-from nexus.ledger.repository.sessions import AliasRow
+from nexus.ledger.repository.session_aliases import AliasRow
 
 router = APIRouter(
     prefix="/v1/aliases",
