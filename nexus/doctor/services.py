@@ -6,7 +6,7 @@ import redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from nexus.db.engine import DatabaseDriverMissing, build_engine
+from nexus.db.database import DatabaseDriverMissing, build_engine
 from nexus.db.migrate import current_revision, head_revision
 from nexus.doctor.check import Check
 from nexus.settings import Settings

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from nexus.cli import app as cli
 from nexus.cli.app import app
-from nexus.db.engine import build_engine
+from nexus.db.database import build_engine
 from nexus.db.migrate import head_revision
 from nexus.settings import get_settings
 from tests.services import REDIS_URL, with_driver

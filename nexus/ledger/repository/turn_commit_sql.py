@@ -104,7 +104,7 @@ MOVE_HEAD_IF_UNCHANGED = (
 
 # -- step by step (SQLite) --------------------------------------------------------------------
 # The same compare-and-set as a check first and the move last. The check locks nothing more
-# on SQLite: every transaction begins IMMEDIATE (nexus.db.engine), so the one writer already
+# on SQLite: every transaction begins IMMEDIATE (nexus.db.database), so the one writer already
 # holds the database. The pointer moves last because SQLite settles the deferred foreign key
 # (sessions.thread_id) by scanning `sessions` on every insert into `turns` while it is
 # pending: pointing at a turn not yet written made each commit cost O(sessions).
