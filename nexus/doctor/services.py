@@ -61,9 +61,8 @@ def check_redis(settings: Settings) -> Check:
     if settings.redis_url is None:
         return Check("redis", "ok", "not configured: embedded, in-process coordination")
     shown = _safe_url(settings.redis_url)
-    try:
-        redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
-    except Exception as error:
+    error = _ping(settings.redis_url)
+    if error is not None:
         return Check(
             "redis",
             "fail",
@@ -80,9 +79,8 @@ def check_broker(settings: Settings) -> Check:
     if broker == settings.redis_url:
         return Check("broker", "ok", "Celery uses the Redis above")
     if broker.startswith(("redis://", "rediss://")):
-        try:
-            redis.Redis.from_url(broker, socket_connect_timeout=3).ping()
-        except Exception as error:
+        error = _ping(broker)
+        if error is not None:
             return Check(
                 "broker",
                 "fail",
@@ -91,3 +89,12 @@ def check_broker(settings: Settings) -> Check:
             )
         return Check("broker", "ok", f"reachable at {_safe_url(broker)}")
     return Check("broker", "warn", f"{_safe_url(broker)} is not checked by doctor")
+
+
+def _ping(url: str) -> Exception | None:
+    """Why the Redis at `url` did not answer a ping, or None when it did."""
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+    except Exception as error:
+        return error
+    return None
