@@ -6,7 +6,7 @@ import zlib
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Column, Connection, Table, func, select
+from sqlalchemy import Column, ColumnElement, Connection, Table, and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 R = TypeVar("R", bound=BaseModel)
@@ -28,6 +28,21 @@ def serialize(connection: Connection, name: str) -> None:
     if connection.dialect.name == "postgresql":
         key = zlib.crc32(name.encode())  # a stable 32-bit number: the lock's name
         connection.execute(select(func.pg_advisory_xact_lock(key)))
+
+
+def past_key(
+    first: ColumnElement[Any],
+    second: ColumnElement[Any],
+    key: tuple[Any, Any],
+    *,
+    descending: bool = False,
+) -> ColumnElement[bool]:
+    """Where a keyset page goes on: the rows after `key` in (first, second) order, or
+    before it when the page runs newest first."""
+    value, tie = key
+    if descending:
+        return or_(first < value, and_(first == value, second < tie))
+    return or_(first > value, and_(first == value, second > tie))
 
 
 def columns_for(table: Table, record: type[BaseModel]) -> list[Column[Any]]:

@@ -10,14 +10,10 @@ from sqlalchemy.exc import IntegrityError
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import AgentStatus
-from nexus.ledger.models import Agent, AgentCapability, Capability, table_of
 from nexus.ledger.records import AgentRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
-
-agents = table_of(Agent)
-capabilities = table_of(Capability)
-agent_capabilities = table_of(AgentCapability)
+from nexus.ledger.repository.tables import agent_capabilities, agents, capabilities
 
 
 class AgentRepository:

@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import BreakerState
-from nexus.ledger.models import Hook, HookInvocation, table_of
 from nexus.ledger.records import HookRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
-
-hooks = table_of(Hook)
-invocations = table_of(HookInvocation)
+from nexus.ledger.repository._sql import columns_for, past_key, to_record, upsert_insert
+from nexus.ledger.repository.tables import hooks, invocations
 
 
 class HookRepository:
@@ -195,11 +192,7 @@ class HookRepository:
             .limit(limit)
         )
         if before is not None:
-            started_at, invocation_id = before
             query = query.where(
-                or_(
-                    invocations.c.started_at < started_at,
-                    and_(invocations.c.started_at == started_at, invocations.c.id < invocation_id),
-                )
+                past_key(invocations.c.started_at, invocations.c.id, before, descending=True)
             )
         return [dict(row._mapping) for row in self._conn.execute(query)]

@@ -30,9 +30,9 @@ from nexus.ledger.repository.queue_sql import (
     ITEM_FIELDS,
     OPEN_FOR_RUN,
     SESSION_EPOCH,
-    queue_items,
 )
 from nexus.ledger.repository.sessions import BUMP_EPOCH
+from nexus.ledger.repository.tables import queue_items
 
 _FINAL = {
     QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},

@@ -7,12 +7,10 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 
 from nexus.ids import Clock
-from nexus.ledger.models import SessionAlias, table_of
 from nexus.ledger.repository._sql import serialize, upsert_insert
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
 from nexus.ledger.repository.sessions_sql import ALIAS_TARGET, LIVE_SESSION_BY_LABEL
-
-aliases = table_of(SessionAlias)
+from nexus.ledger.repository.tables import aliases
 
 # A longer chain of aliases than this is a circle or corruption; refuse rather than spin.
 MAX_ALIAS_HOPS = 64

@@ -7,14 +7,10 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, func, select
 
 from nexus.ledger.enums import CHAIN_STATUSES
-from nexus.ledger.models import Session, SessionHistory, Turn, table_of
 from nexus.ledger.records import SessionRecord
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.sessions_sql import SESSION_BY_ID
-
-sessions = table_of(Session)
-history = table_of(SessionHistory)
-turns = table_of(Turn)
+from nexus.ledger.repository.tables import history, sessions, turns
 
 # The pointer history's reason for a head moved back to an earlier turn of its chain.
 ROLLBACK = "rollback"

@@ -9,7 +9,6 @@ from sqlalchemy import Connection, Executable, bindparam, case, func, select, up
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import SessionOrigin, SessionStatus, TaskStatus
-from nexus.ledger.models import Session, Thread, Turn, table_of
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
@@ -25,10 +24,7 @@ from nexus.ledger.repository.sessions_sql import (
     SESSION_BY_ID,
     SESSION_BY_LABEL,
 )
-
-sessions = table_of(Session)
-threads = table_of(Thread)
-turns = table_of(Turn)
+from nexus.ledger.repository.tables import sessions, threads, turns
 
 
 class SessionRepository(SessionAliases, SessionLineage):

@@ -25,7 +25,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import TurnType
-from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn, table_of
 from nexus.ledger.records import (
     CompactionRecord,
     ContextRead,
@@ -36,12 +35,7 @@ from nexus.ledger.records import (
     TurnView,
 )
 from nexus.ledger.repository._sql import columns_for, to_record
-
-turns = table_of(Turn)
-threads = table_of(Thread)
-messages = table_of(Message)
-tool_calls = table_of(ToolCall)
-compactions = table_of(Compaction)
+from nexus.ledger.repository.tables import compactions, messages, threads, tool_calls, turns
 
 
 @dataclass(frozen=True)

@@ -35,26 +35,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, QueueStatus
-from nexus.ledger.models import (
-    Compaction,
-    Message,
-    QueueItem,
-    Session,
-    SessionHistory,
-    Thread,
-    ToolCall,
-    Turn,
-    table_of,
+from nexus.ledger.repository.tables import (
+    compactions,
+    history,
+    messages,
+    queue_items,
+    sessions,
+    threads,
+    tool_calls,
+    turns,
 )
-
-turns = table_of(Turn)
-threads = table_of(Thread)
-messages = table_of(Message)
-tool_calls = table_of(ToolCall)
-compactions = table_of(Compaction)
-sessions = table_of(Session)
-history = table_of(SessionHistory)
-queue_items = table_of(QueueItem)
 
 # A commit writes every column but the one a rollback sets later (NULL until then).
 TURN_COLUMNS = [column.name for column in turns.c if column.name != "abandoned_at"]
