@@ -52,3 +52,11 @@ def columns_for(table: Table, record: type[BaseModel]) -> list[Column[Any]]:
 
 def to_record(record: type[R], row: Any) -> R:
     return record.model_validate(dict(row._mapping))
+
+
+def one_record(
+    connection: Connection, table: Table, record: type[R], condition: ColumnElement[bool]
+) -> R | None:
+    """The one row of `table` that meets `condition`, as a `record`; None when there is none."""
+    row = connection.execute(select(*columns_for(table, record)).where(condition)).one_or_none()
+    return None if row is None else to_record(record, row)

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, select, update
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import BreakerState
 from nexus.ledger.records import HookRecord
-from nexus.ledger.repository._sql import columns_for, past_key, to_record, upsert_insert
+from nexus.ledger.repository._sql import columns_for, one_record, past_key, to_record, upsert_insert
 from nexus.ledger.repository.tables import hooks, invocations
 
 
@@ -61,10 +61,7 @@ class HookRepository:
         return [to_record(HookRecord, row) for row in rows]
 
     def get(self, name: str) -> HookRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(hooks, HookRecord)).where(hooks.c.name == name)
-        ).one_or_none()
-        return None if row is None else to_record(HookRecord, row)
+        return one_record(self._conn, hooks, HookRecord, hooks.c.name == name)
 
     def lock(self, names: Sequence[str]) -> dict[str, HookRecord]:
         """These hooks' rows, held until the transaction ends (in name order, so two
