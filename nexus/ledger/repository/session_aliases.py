@@ -19,7 +19,7 @@ ALIAS_WRITERS = "nexus:session-aliases"
 
 
 class SessionAliases:
-    """The alias half of the session repository (`uow.ledger.sessions`)."""
+    """The aliases part of the session repository (`uow.ledger.sessions`)."""
 
     _conn: Connection
     _clock: Clock
