@@ -7,16 +7,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from nexus import __version__
-from nexus.cli import agents, operator, people, settings_cmds, usage
+from nexus.cli import agents, operator, people, session_cmds, settings_cmds, usage
 from nexus.cli import workers as worker_cmds
-from nexus.cli.model_options import TEMPERATURE_HELP, THINKING_HELP, model_config
-from nexus.settings import Settings, get_settings
+from nexus.cli.configuration import errors, settings_or_exit
 
 app = typer.Typer(
     name="nexus",
@@ -30,15 +28,6 @@ hooks_app = typer.Typer(help="Hooks: list them, register a directory, dry-run on
 app.add_typer(hooks_app, name="hooks")
 
 console = Console()
-errors = Console(stderr=True)
-
-
-def _settings() -> Settings:
-    try:
-        return get_settings()
-    except ValidationError as error:
-        errors.print(f"[red]configuration error[/red]: {error}")
-        raise typer.Exit(2) from error
 
 
 def installed_version() -> str:
@@ -77,7 +66,7 @@ def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) 
     """Apply database migrations up to REVISION (default: the latest)."""
     from nexus.cli.database import upgrade
 
-    upgrade(_settings(), revision)
+    upgrade(settings_or_exit(), revision)
 
 
 @app.command()
@@ -85,7 +74,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     """Check the database, migrations, Redis, broker, model and sandbox; say what to fix."""
     from nexus.doctor import run_checks
 
-    checks = run_checks(_settings())
+    checks = run_checks(settings_or_exit())
     if as_json:
         typer.echo(json.dumps([asdict(check) for check in checks], indent=2))
     else:
@@ -118,7 +107,7 @@ def api(
 
     from nexus.logs import configure_logging
 
-    configure_logging(_settings())  # refuses a bad configuration first, with the reason
+    configure_logging(settings_or_exit())  # refuses a bad configuration first, with the reason
     # log_config=None: uvicorn's records (access lines included) go through Nexus's
     # processors like every other record, instead of uvicorn's own handlers.
     uvicorn.run(
@@ -140,7 +129,7 @@ def worker(
     """Run a Celery worker (any number, on any host); extra arguments go to Celery."""
     from nexus.cli.processes import worker as run_worker
 
-    run_worker(_settings(), queues, list(context.args))
+    run_worker(settings_or_exit(), queues, list(context.args))
 
 
 @app.command(context_settings=_PASS_THROUGH)
@@ -148,7 +137,7 @@ def beat(context: typer.Context) -> None:
     """Run the scheduler that rings the 60-second timer (one per deployment)."""
     from nexus.cli.processes import beat as run_beat
 
-    _settings()
+    settings_or_exit()
     run_beat(list(context.args))
 
 
@@ -161,7 +150,7 @@ def flower(
     """Run Flower, the Celery monitor (basic auth from NEXUS_FLOWER_BASIC_AUTH)."""
     from nexus.cli.processes import flower as run_flower
 
-    run_flower(_settings(), address, port, list(context.args))
+    run_flower(settings_or_exit(), address, port, list(context.args))
 
 
 @app.command()
@@ -174,7 +163,7 @@ def merge(
     Asked of the running Nexus (NEXUS_API_URL), whose worker hears of the merge at once."""
     from nexus.cli.remote import merge as merge_remote
 
-    merge_remote(_settings(), into=into, merged=entities)
+    merge_remote(settings_or_exit(), into=into, merged=entities)
 
 
 # People and aliases (nexus/cli/people.py): `entities`, `entity …`, `aliases`, `alias …`.
@@ -198,98 +187,14 @@ app.command("usage")(usage.usage)
 # The operator's view (nexus/cli/operator.py): `status`, `dead-letters [show|replay ID]`.
 app.command("status")(operator.status)
 app.add_typer(operator.dead_letters_app, name="dead-letters")
-
-
-@app.command("tail")
-def tail_command(
-    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
-    after: str | None = typer.Option(
-        None, "--after", metavar="EVENT_ID", help="Start after this stream event (replay)."
-    ),
-    count: int | None = typer.Option(None, "--count", min=1, help="Stop after N events."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per event."),
-) -> None:
-    """Follow SESSION live: the answer's text as it is written, one line per other event;
-    a dropped connection is resumed where it stopped (Last-Event-ID)."""
-    from nexus.cli.live import tail
-
-    tail(_settings(), session, last_event_id=after, count=count, as_json=as_json)
-
-
-@app.command("turn")
-def turn_command(
-    turn_id: str = typer.Argument(..., help="The turn's id."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Show one turn with its messages and tool calls."""
-    from nexus.cli.conversation import turn
-
-    turn(_settings(), turn_id, as_json=as_json)
-
-
-@app.command("fork")
-def fork_command(
-    turn_id: str = typer.Argument(..., help="The turn to branch from."),
-    label: str | None = typer.Option(None, "--label", help="The new session's label."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Create a new session whose head is TURN_ID (the persona is inherited)."""
-    from nexus.cli.conversation import fork
-
-    fork(_settings(), turn_id, label=label, as_json=as_json)
-
-
-@app.command("rollback")
-def rollback_command(
-    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
-    turn_id: str = typer.Argument(..., help="A turn of the session's chain to go back to."),
-    abort: bool = typer.Option(
-        False, "--abort", help="Stop a running turn first, then roll back once it stopped."
-    ),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds --abort waits for it."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Move SESSION's head back to TURN_ID: the next message continues from there; the
-    turns after it stay in the ledger (`nexus tree` shows them as abandoned)."""
-    from nexus.cli.conversation import rollback
-
-    rollback(_settings(), session, turn_id, abort=abort, timeout_s=timeout, as_json=as_json)
-
-
-@app.command("compact")
-def compact_command(
-    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
-    instructions: str | None = typer.Argument(None, help="What the summary should focus on."),
-    timeout: float = typer.Option(120.0, help="Seconds to wait for the session to get to it."),
-) -> None:
-    """Compact SESSION: queued through the API, carried out by the session's runner in
-    order; history stays, the context starts from the summary."""
-    from nexus.cli.remote import compact
-
-    compact(_settings(), session, instructions, timeout_s=timeout)
-
-
-@app.command("queue")
-def queue_command(
-    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
-    cancel: str | None = typer.Option(None, "--cancel", help="Cancel this waiting item."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Show a session's queued items and what became of each."""
-    from nexus.cli.conversation import queue
-
-    queue(_settings(), session, cancel=cancel, as_json=as_json)
-
-
-@app.command("tree")
-def tree_command(
-    session: str = typer.Argument(..., help="Session label (aliases are followed)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Show a session's turn tree, with compactions, workers and forks marked."""
-    from nexus.cli.conversation import tree
-
-    tree(_settings(), session, as_json=as_json)
+# One session, its turns and its queue (nexus/cli/session_cmds.py).
+app.command("tail")(session_cmds.tail_command)
+app.command("turn")(session_cmds.turn_command)
+app.command("fork")(session_cmds.fork_command)
+app.command("rollback")(session_cmds.rollback_command)
+app.command("compact")(session_cmds.compact_command)
+app.command("queue")(session_cmds.queue_command)
+app.command("tree")(session_cmds.tree_command)
 
 
 @app.command()
@@ -303,7 +208,7 @@ def dev(
     """Run everything in one process: API, a worker and the timer (SQLite, no Redis)."""
     from nexus.cli.dev import run_dev
 
-    settings = _settings()
+    settings = settings_or_exit()
     if not settings.embedded:
         errors.print(
             "[red]NEXUS_REDIS_URL is set[/red]: `nexus dev` is the embedded mode. For the "
@@ -313,55 +218,10 @@ def dev(
     run_dev(settings, host=host, port=port, console=console, verbose=verbose)
 
 
-@app.command()
-def send(
-    session: str = typer.Argument(..., help="Session label (created when new)."),
-    text: str = typer.Argument(..., help="The message."),
-    persona: str | None = typer.Option(None, "--persona", help="Persona of a new session."),
-    mode: str | None = typer.Option(None, "--mode", help="Queue mode for this message."),
-    model: str | None = typer.Option(None, "--model", help="Model for this turn."),
-    thinking: str | None = typer.Option(None, "--thinking", help=THINKING_HELP + " (this turn)."),
-    max_tokens: str | None = typer.Option(None, "--max-tokens", help="Max tokens (this turn)."),
-    temperature: str | None = typer.Option(
-        None, "--temperature", help=TEMPERATURE_HELP + " (this turn)."
-    ),
-    wait: bool = typer.Option(False, "--wait", help="Print the answer when it commits."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds --wait waits."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Queue TEXT to SESSION through the running Nexus (NEXUS_API_URL); --model,
-    --thinking, --max-tokens and --temperature apply to the turn that answers it."""
-    from nexus.cli.remote import send as send_message
-
-    config = model_config(
-        model=model, thinking=thinking, max_tokens=max_tokens, temperature=temperature
-    )
-    send_message(
-        _settings(), session, text, persona=persona, mode=mode, wait=wait,
-        timeout_s=timeout, as_json=as_json, model_config=config,
-    )  # fmt: skip
-
-
-@app.command()
-def sessions(
-    persona: str | None = typer.Option(None, "--persona", help="Only this persona's."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """List sessions."""
-    from nexus.cli.remote import sessions as list_sessions
-
-    list_sessions(_settings(), persona=persona, as_json=as_json)
-
-
-@app.command()
-def session(
-    label: str = typer.Argument(..., help="Session label (aliases are followed)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Show one session."""
-    from nexus.cli.remote import session as show_session
-
-    show_session(_settings(), label, as_json=as_json)
+# Messages and sessions (nexus/cli/session_cmds.py), after `dev` in the command list.
+app.command("send")(session_cmds.send)
+app.command("sessions")(session_cmds.sessions)
+app.command("session")(session_cmds.session)
 
 
 @hooks_app.callback(invoke_without_command=True)
@@ -373,7 +233,7 @@ def hooks_list(
     if context.invoked_subcommand is None:
         from nexus.cli.hooks import list_hooks
 
-        list_hooks(_settings(), as_json=as_json)
+        list_hooks(settings_or_exit(), as_json=as_json)
 
 
 @hooks_app.command("sync")
@@ -387,7 +247,7 @@ def hooks_sync(
     Workers only run registered hooks and never change the registry themselves."""
     from nexus.cli.hooks import sync_hooks
 
-    sync_hooks(_settings(), allow_empty=allow_empty)
+    sync_hooks(settings_or_exit(), allow_empty=allow_empty)
 
 
 @hooks_app.command("test")
@@ -399,7 +259,7 @@ def hooks_test(
     decides, with nothing written."""
     from nexus.cli.hooks import test_hook
 
-    test_hook(_settings(), name, event_file)
+    test_hook(settings_or_exit(), name, event_file)
 
 
 def main() -> None:

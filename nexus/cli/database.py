@@ -15,7 +15,7 @@ errors = Console(stderr=True)
 
 def upgrade(settings: Settings, revision: str) -> None:
     """Apply migrations up to `revision` and say which revision the database is at."""
-    from nexus.db.engine import build_engine
+    from nexus.db.database import build_engine
     from nexus.db.migrate import current_revision
     from nexus.db.migrate import upgrade as migrate
 

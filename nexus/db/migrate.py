@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from nexus.db.engine import normalize_database_url
+from nexus.db.database import normalize_database_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 

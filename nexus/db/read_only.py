@@ -24,7 +24,7 @@ from urllib.parse import quote
 from sqlalchemy import exc, text
 from sqlalchemy.engine import make_url
 
-from nexus.db.engine import Database
+from nexus.db.database import Database
 from nexus.db.sql_guard import SqlRefused, read_only_statement
 
 READ_ONLY = "SQL for hooks is read-only"

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, RootTransaction
 from nexus.ledger.repository import Ledger
 
 if TYPE_CHECKING:
-    from nexus.db.engine import Database
+    from nexus.db.database import Database
 
 log = structlog.get_logger(__name__)
 

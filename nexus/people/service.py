@@ -16,7 +16,7 @@ from nexus.db import UnitOfWork
 from nexus.ids import new_id
 from nexus.ledger.records import ContactRecord, EntityRecord
 from nexus.ledger.repository import LedgerConflict, NotFound
-from nexus.ledger.repository.sessions import AliasRow
+from nexus.ledger.repository.session_aliases import AliasRow
 
 # The reason an alias written by hand records (a merge writes its own).
 MANUAL = "manual"

@@ -23,7 +23,7 @@ from nexus.doorbell import Doorbell
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, SessionStatus
 from nexus.ledger.records import SessionRecord
 from nexus.ledger.repository import LedgerConflict, NotFound, SessionDeleted
-from nexus.ledger.repository.sessions import ROLLBACK
+from nexus.ledger.repository.session_lineage import ROLLBACK
 from nexus.queueing.coordination import Coordination
 
 # How long the rollback holds the session's lease at most: one short transaction.

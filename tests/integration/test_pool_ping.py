@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from nexus.db import Database
-from nexus.db import engine as engine_module
+from nexus.db import database as database_module
 from tests.services import PG_ADMIN_URL
 
 pytestmark = pytest.mark.postgres
@@ -33,7 +33,7 @@ def _terminate(pid: int) -> None:
 
 @pytest.fixture
 def pooled(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
-    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 0.0)
+    monkeypatch.setattr(database_module, "PING_AFTER_IDLE_S", 0.0)
     database = Database(postgres_url, pool_size=1, max_overflow=0)
     try:
         yield database
@@ -60,7 +60,7 @@ def test_a_pinged_connection_is_handed_out_idle(pooled: Database) -> None:
 def test_a_connection_in_steady_use_is_not_pinged(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 3600.0)
+    monkeypatch.setattr(database_module, "PING_AFTER_IDLE_S", 3600.0)
     database = Database(postgres_url, pool_size=1, max_overflow=0)
     try:
         first = _pid(database)

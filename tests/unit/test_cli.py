@@ -13,8 +13,9 @@ from sqlalchemy import inspect
 from typer.testing import CliRunner
 
 from nexus.cli import app as cli
+from nexus.cli import configuration
 from nexus.cli.app import app
-from nexus.db.engine import build_engine
+from nexus.db.database import build_engine
 from nexus.db.migrate import head_revision
 from nexus.settings import get_settings
 from tests.services import REDIS_URL, with_driver
@@ -120,7 +121,7 @@ def test_a_missing_database_driver_names_the_extra_that_installs_it(
     table = runner.invoke(app, ["doctor"])
     assert table.exit_code == 1
     assert "nexus-broker[psycopg2]" in table.output  # printed as text, not taken for markup
-    monkeypatch.setattr(cli.errors, "width", 400)
+    monkeypatch.setattr(configuration.errors, "width", 400)
     upgrade = runner.invoke(app, ["db", "upgrade"])
     assert upgrade.exit_code == 1
     assert "nexus-broker[psycopg2]" in upgrade.output

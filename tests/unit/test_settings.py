@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from nexus.db import Database
-from nexus.db.engine import DatabaseDriverMissing, build_engine, normalize_database_url
+from nexus.db.database import DatabaseDriverMissing, build_engine, normalize_database_url
 from nexus.settings import DEFAULT_DATABASE_URL, Settings
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from nexus.db.engine import build_engine
+from nexus.db.database import build_engine
 from nexus.ledger.models import metadata
 
 config = context.config

@@ -6,7 +6,7 @@ import zlib
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Column, Connection, Table, func, select
+from sqlalchemy import Column, ColumnElement, Connection, Table, and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 R = TypeVar("R", bound=BaseModel)
@@ -30,6 +30,21 @@ def serialize(connection: Connection, name: str) -> None:
         connection.execute(select(func.pg_advisory_xact_lock(key)))
 
 
+def past_key(
+    first: ColumnElement[Any],
+    second: ColumnElement[Any],
+    key: tuple[Any, Any],
+    *,
+    descending: bool = False,
+) -> ColumnElement[bool]:
+    """Where a keyset page goes on: the rows after `key` in (first, second) order, or
+    before it when the page runs newest first."""
+    value, tie = key
+    if descending:
+        return or_(first < value, and_(first == value, second < tie))
+    return or_(first > value, and_(first == value, second > tie))
+
+
 def columns_for(table: Table, record: type[BaseModel]) -> list[Column[Any]]:
     """The table's columns named like the record's fields, in field order."""
     return [table.c[name] for name in record.model_fields]
@@ -37,3 +52,11 @@ def columns_for(table: Table, record: type[BaseModel]) -> list[Column[Any]]:
 
 def to_record(record: type[R], row: Any) -> R:
     return record.model_validate(dict(row._mapping))
+
+
+def one_record(
+    connection: Connection, table: Table, record: type[R], condition: ColumnElement[bool]
+) -> R | None:
+    """The one row of `table` that meets `condition`, as a `record`; None when there is none."""
+    row = connection.execute(select(*columns_for(table, record)).where(condition)).one_or_none()
+    return None if row is None else to_record(record, row)

@@ -10,14 +10,10 @@ from sqlalchemy.exc import IntegrityError
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import AgentStatus
-from nexus.ledger.models import Agent, AgentCapability, Capability, table_of
 from nexus.ledger.records import AgentRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
+from nexus.ledger.repository._sql import columns_for, one_record, to_record, upsert_insert
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
-
-agents = table_of(Agent)
-capabilities = table_of(Capability)
-agent_capabilities = table_of(AgentCapability)
+from nexus.ledger.repository.tables import agent_capabilities, agents, capabilities
 
 
 class AgentRepository:
@@ -49,16 +45,10 @@ class AgentRepository:
         return created
 
     def get(self, agent_id: str) -> AgentRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(agents, AgentRecord)).where(agents.c.id == agent_id)
-        ).one_or_none()
-        return None if row is None else to_record(AgentRecord, row)
+        return one_record(self._conn, agents, AgentRecord, agents.c.id == agent_id)
 
     def get_by_name(self, name: str) -> AgentRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(agents, AgentRecord)).where(agents.c.name == name)
-        ).one_or_none()
-        return None if row is None else to_record(AgentRecord, row)
+        return one_record(self._conn, agents, AgentRecord, agents.c.name == name)
 
     def configure(
         self,

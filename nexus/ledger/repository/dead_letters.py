@@ -6,19 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import aliased
 
 from nexus.ids import Clock
 from nexus.ledger.enums import QueueStatus
-from nexus.ledger.models import Event, QueueItem, Session, TimerState, table_of
 from nexus.ledger.records import QueueItemRecord
-from nexus.ledger.repository._sql import columns_for, to_record
-
-queue_items = table_of(QueueItem)
-sessions = table_of(Session)
-events = table_of(Event)
-timer_state = table_of(TimerState)
+from nexus.ledger.repository._sql import columns_for, past_key, to_record
+from nexus.ledger.repository.tables import events, queue_items, sessions, timer_state
 
 # Where a replay says which dead item it stands for. Statuses only move forward, so a dead
 # item stays dead; its replay is a new item, found again through this key.
@@ -92,12 +87,8 @@ class DeadLetterRepository:
         (the `(dead_at, id)` of the last one shown)."""
         statement = _DEAD
         if before is not None:
-            dead_at, item_id = before
             statement = statement.where(
-                or_(
-                    queue_items.c.updated_at < dead_at,
-                    and_(queue_items.c.updated_at == dead_at, queue_items.c.id < item_id),
-                )
+                past_key(queue_items.c.updated_at, queue_items.c.id, before, descending=True)
             )
         rows = self._conn.execute(
             statement.order_by(queue_items.c.updated_at.desc(), queue_items.c.id.desc()).limit(

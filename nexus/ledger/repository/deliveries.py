@@ -20,15 +20,13 @@ from sqlalchemy.orm import aliased
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import DeliveryStatus
-from nexus.ledger.models import Delivery, Event, table_of
 from nexus.ledger.records import DeliveryDraft, DeliveryRecord, EventDraft
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.dialect_sql import insert_unless_present
 from nexus.ledger.repository.events import SETTLED_EVENT_COLUMNS, EventRepository, event_row
+from nexus.ledger.repository.tables import deliveries, events
 
-deliveries = table_of(Delivery)
-events = table_of(Event)
 _earlier = aliased(deliveries, name="earlier")
 
 # Reached the platform: later chunks may follow.

@@ -10,12 +10,8 @@ from nexus.ids import Clock, new_id
 from nexus.ledger.records import ContactRecord, EntityRecord
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
-from nexus.ledger.repository.identity import (
-    IdentityRepository,
-    auto_entity_id,
-    contacts,
-    entities,
-)
+from nexus.ledger.repository.identity import IdentityRepository, auto_entity_id
+from nexus.ledger.repository.tables import contacts, entities
 
 
 class EntityRepository:

@@ -14,12 +14,11 @@ import re
 
 from sqlalchemy import Connection, Integer, bindparam, select, text
 
-from nexus.ledger.models import Event, table_of
 from nexus.ledger.records import EventRecord
 from nexus.ledger.repository._sql import columns_for, to_record
 from nexus.ledger.repository.dialect_sql import PerDialect
+from nexus.ledger.repository.tables import events
 
-events = table_of(Event)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_WORDS = 8
 

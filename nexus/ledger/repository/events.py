@@ -23,19 +23,12 @@ from sqlalchemy.dialects import postgresql
 from nexus.ids import Clock
 from nexus.ledger.enums import EventStatus, HookObligation
 from nexus.ledger.hook_lineage import CARRIERS, lineage_of, merged, owes_hooks
-from nexus.ledger.models import Contact, Entity, Event, Hook, QueueItem, Turn, table_of
 from nexus.ledger.records import EntityRecord, EventDraft, EventRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
 from nexus.ledger.repository.dialect_sql import PerDialect
 from nexus.ledger.repository.event_search import search_events
-
-events = table_of(Event)
-hooks = table_of(Hook)
-queue_items = table_of(QueueItem)
-turns = table_of(Turn)
-contacts = table_of(Contact)
-entities = table_of(Entity)
+from nexus.ledger.repository.tables import contacts, entities, events, hooks, queue_items, turns
 
 # Statements are built once and executed with parameters: SQLAlchemy memoizes a reused
 # statement's cache key, where one built per call is traversed again every time. Parameter

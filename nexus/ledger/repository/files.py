@@ -8,12 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, delete, select
 
 from nexus.ids import Clock
-from nexus.ledger.models import Event, FileSighting, StoredFile, table_of
 from nexus.ledger.repository.dialect_sql import insert_unless_present
-
-files = table_of(StoredFile)
-sightings = table_of(FileSighting)
-events = table_of(Event)
+from nexus.ledger.repository.tables import events, files, sightings
 
 _PUT = insert_unless_present(files, ["id"])
 _SIGHT = insert_unless_present(sightings, ["id"])

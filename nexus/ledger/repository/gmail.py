@@ -5,11 +5,9 @@ from __future__ import annotations
 from sqlalchemy import Connection, or_, select, update
 
 from nexus.ids import Clock
-from nexus.ledger.models import GmailMailbox, table_of
 from nexus.ledger.records import MailboxRecord
 from nexus.ledger.repository._sql import to_record, upsert_insert
-
-gmail_mailboxes = table_of(GmailMailbox)
+from nexus.ledger.repository.tables import gmail_mailboxes
 
 
 class GmailRepository:

@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, select, update
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import BreakerState
-from nexus.ledger.models import Hook, HookInvocation, table_of
 from nexus.ledger.records import HookRecord
-from nexus.ledger.repository._sql import columns_for, to_record, upsert_insert
-
-hooks = table_of(Hook)
-invocations = table_of(HookInvocation)
+from nexus.ledger.repository._sql import columns_for, one_record, past_key, to_record, upsert_insert
+from nexus.ledger.repository.tables import hooks, invocations
 
 
 class HookRepository:
@@ -64,10 +61,7 @@ class HookRepository:
         return [to_record(HookRecord, row) for row in rows]
 
     def get(self, name: str) -> HookRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(hooks, HookRecord)).where(hooks.c.name == name)
-        ).one_or_none()
-        return None if row is None else to_record(HookRecord, row)
+        return one_record(self._conn, hooks, HookRecord, hooks.c.name == name)
 
     def lock(self, names: Sequence[str]) -> dict[str, HookRecord]:
         """These hooks' rows, held until the transaction ends (in name order, so two
@@ -195,11 +189,7 @@ class HookRepository:
             .limit(limit)
         )
         if before is not None:
-            started_at, invocation_id = before
             query = query.where(
-                or_(
-                    invocations.c.started_at < started_at,
-                    and_(invocations.c.started_at == started_at, invocations.c.id < invocation_id),
-                )
+                past_key(invocations.c.started_at, invocations.c.id, before, descending=True)
             )
         return [dict(row._mapping) for row in self._conn.execute(query)]

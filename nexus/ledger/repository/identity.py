@@ -8,15 +8,12 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, update
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.models import Contact, Entity, table_of
 from nexus.ledger.records import EntityRecord
 from nexus.ledger.repository import driver
 from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
 from nexus.ledger.repository.dialect_sql import PerDialect, insert_unless_present
 from nexus.ledger.repository.errors import LedgerConflict, NotFound
-
-contacts = table_of(Contact)
-entities = table_of(Entity)
+from nexus.ledger.repository.tables import contacts, entities
 
 # A merge chain longer than this means a cycle or corruption; refuse rather than spin.
 MAX_MERGE_HOPS = 64

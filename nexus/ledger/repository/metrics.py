@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, delete, insert, select
 
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES
-from nexus.ledger.models import MetricDelta, MetricTotal, table_of
 from nexus.ledger.repository._sql import serialize, upsert_insert
+from nexus.ledger.repository.tables import deltas, totals
 
-deltas, totals = table_of(MetricDelta), table_of(MetricTotal)
 # Seconds: a turn is one model call at best and several tool rounds at worst. The totals
 # keep latencies by these buckets, so changing them splits the histogram's history.
 LATENCY_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)

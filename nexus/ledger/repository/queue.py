@@ -11,7 +11,7 @@ from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord
 from nexus.ledger.repository import driver
-from nexus.ledger.repository._sql import columns_for, to_record
+from nexus.ledger.repository._sql import one_record, to_record
 from nexus.ledger.repository.errors import NotFound
 from nexus.ledger.repository.events import MARK_PROCESSED
 from nexus.ledger.repository.queue_recovery import QueueRecovery
@@ -30,9 +30,9 @@ from nexus.ledger.repository.queue_sql import (
     ITEM_FIELDS,
     OPEN_FOR_RUN,
     SESSION_EPOCH,
-    queue_items,
 )
 from nexus.ledger.repository.sessions import BUMP_EPOCH
+from nexus.ledger.repository.tables import queue_items
 
 _FINAL = {
     QueueStatus.DONE: {Disposition.CONSUMED, Disposition.BATCHED, Disposition.INJECTED},
@@ -263,10 +263,7 @@ class QueueRepository(QueueRecovery):
         return int(result.rowcount)
 
     def get(self, item_id: str) -> QueueItemRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(queue_items, QueueItemRecord)).where(queue_items.c.id == item_id)
-        ).one_or_none()
-        return None if row is None else to_record(QueueItemRecord, row)
+        return one_record(self._conn, queue_items, QueueItemRecord, queue_items.c.id == item_id)
 
     def for_session(
         self, session_id: str, *, statuses: Sequence[QueueStatus] | None = None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, case, func, select, update
+from sqlalchemy import ColumnElement, Connection, case, func, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import OpenWork, QueueItemRecord
 from nexus.ledger.repository import driver
-from nexus.ledger.repository.queue_sql import FOR_SESSION_WITH, STILL_OWING, queue_items
+from nexus.ledger.repository.queue_sql import FOR_SESSION_WITH, STILL_OWING
+from nexus.ledger.repository.tables import queue_items
 
 
 class QueueRecovery:
@@ -26,23 +27,8 @@ class QueueRecovery:
         expired = (queue_items.c.status == QueueStatus.CLAIMED) & (
             queue_items.c.claim_expires_at < now
         )
-        dead = self._conn.execute(
-            update(queue_items)
-            .where(expired & (queue_items.c.attempts >= max_attempts))
-            .values(
-                status=QueueStatus.DEAD,
-                disposition=Disposition.DEAD_LETTERED,
-                disposition_detail=f"claim expired after {max_attempts} attempts",
-                claim_expires_at=None,
-                updated_at=now,
-            )
-        ).rowcount
-        requeued = self._conn.execute(
-            update(queue_items)
-            .where(expired)
-            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
-        ).rowcount
-        return int(requeued), int(dead)
+        why = f"claim expired after {max_attempts} attempts"
+        return self._put_back(expired, max_attempts=max_attempts, why=why, now=now)
 
     def sessions_with_ready_work(self, *, limit: int = 1000) -> list[str]:
         """Sessions holding queued items that are due now (the relay re-rings these)."""
@@ -109,24 +95,30 @@ class QueueRecovery:
         ]
         if not stale:
             return []
-        now = self._clock()
-        ids = [item.id for item in stale]
-        self._conn.execute(
+        ids = queue_items.c.id.in_([item.id for item in stale])
+        why = f"its run ended without settling it {max_attempts} times"
+        self._put_back(ids, max_attempts=max_attempts, why=why, now=self._clock())
+        return stale
+
+    def _put_back(
+        self, claimed: ColumnElement[bool], *, max_attempts: int, why: str, now: int
+    ) -> tuple[int, int]:
+        """The claimed items `claimed` selects back to the queue, or dead-lettered for `why`
+        once out of attempts. Returns (requeued, dead_lettered)."""
+        dead = self._conn.execute(
             update(queue_items)
-            .where(queue_items.c.id.in_(ids))
-            .where(queue_items.c.attempts >= max_attempts)
+            .where(claimed & (queue_items.c.attempts >= max_attempts))
             .values(
                 status=QueueStatus.DEAD,
                 disposition=Disposition.DEAD_LETTERED,
-                disposition_detail=f"its run ended without settling it {max_attempts} times",
+                disposition_detail=why,
                 claim_expires_at=None,
                 updated_at=now,
             )
-        )
-        self._conn.execute(
+        ).rowcount
+        requeued = self._conn.execute(
             update(queue_items)
-            .where(queue_items.c.id.in_(ids))
-            .where(queue_items.c.status == QueueStatus.CLAIMED)
+            .where(claimed & (queue_items.c.status == QueueStatus.CLAIMED))
             .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
-        )
-        return stale
+        ).rowcount
+        return int(requeued), int(dead)

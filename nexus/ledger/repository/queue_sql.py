@@ -9,18 +9,15 @@ from sqlalchemy import Connection, String, any_, bindparam, cast, func, or_, sel
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import EventStatus, QueueStatus
-from nexus.ledger.models import Event, QueueItem, Session, table_of
 from nexus.ledger.records import EventRecord, QueueItemRecord
 from nexus.ledger.repository._sql import columns_for, upsert_insert
 from nexus.ledger.repository.dialect_sql import PerDialect
 from nexus.ledger.repository.sessions import BUMP_EPOCH
+from nexus.ledger.repository.tables import events, queue_items, sessions
 
 # Every statement here runs for each message or each run: a statement built per call is
 # traversed for its cache key on every execution, a prebuilt one only once.
 
-queue_items = table_of(QueueItem)
-events = table_of(Event)
-sessions = table_of(Session)
 
 _ITEM_COLUMNS = columns_for(queue_items, QueueItemRecord)
 _QUEUE_ORDER = (queue_items.c.priority.desc(), queue_items.c.enqueued_at, queue_items.c.id)

@@ -13,10 +13,8 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, func, insert, select
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.models import SessionEvent, table_of
 from nexus.ledger.repository._sql import to_record
-
-session_events = table_of(SessionEvent)
+from nexus.ledger.repository.tables import session_events
 
 # Rows per INSERT: a long answer streams a few hundred coalesced deltas; this keeps one
 # statement's parameters well inside every driver's limit (SQLite's is 32,766).

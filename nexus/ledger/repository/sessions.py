@@ -5,24 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Executable, bindparam, case, delete, func, select, update
+from sqlalchemy import Connection, Executable, bindparam, case, func, select, update
 
 from nexus.ids import Clock, new_id
-from nexus.ledger.enums import CHAIN_STATUSES, SessionOrigin, SessionStatus, TaskStatus
-from nexus.ledger.models import (
-    Session,
-    SessionAlias,
-    SessionHistory,
-    Thread,
-    Turn,
-    table_of,
-)
+from nexus.ledger.enums import SessionOrigin, SessionStatus, TaskStatus
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.ledger.repository import driver
-from nexus.ledger.repository._sql import columns_for, serialize, to_record, upsert_insert
-from nexus.ledger.repository.errors import LabelTaken, LedgerConflict, NotForkable, NotFound
+from nexus.ledger.repository._sql import columns_for, to_record
+from nexus.ledger.repository.errors import LabelTaken, NotForkable, NotFound
+from nexus.ledger.repository.session_aliases import SessionAliases
+from nexus.ledger.repository.session_lineage import SessionLineage
 from nexus.ledger.repository.sessions_sql import (
-    ALIAS_TARGET,
     LIVE_SESSION_BY_LABEL,
     NEW_SESSION,
     RECORD_MOVE,
@@ -31,22 +24,12 @@ from nexus.ledger.repository.sessions_sql import (
     SESSION_BY_ID,
     SESSION_BY_LABEL,
 )
-
-sessions = table_of(Session)
-aliases = table_of(SessionAlias)
-history = table_of(SessionHistory)
-threads = table_of(Thread)
-turns = table_of(Turn)
-
-# The pointer history's reason for a head moved back to an earlier turn of its chain.
-ROLLBACK = "rollback"
-# A longer chain of aliases than this is a circle or corruption; refuse rather than spin.
-MAX_ALIAS_HOPS = 64
-# The lock that alias writers (and entity merges, which write them) take turns on.
-ALIAS_WRITERS = "nexus:session-aliases"
+from nexus.ledger.repository.tables import sessions, threads, turns
 
 
-class SessionRepository:
+class SessionRepository(SessionAliases, SessionLineage):
+    """Sessions: their rows, their heads and epochs; aliases and lineage in the mixins."""
+
     def __init__(self, connection: Connection, clock: Clock) -> None:
         self._conn = connection
         self._clock = clock
@@ -106,98 +89,6 @@ class SessionRepository:
         if found is not None and lock:
             self.lock(found.id)
         return found
-
-    def final_label(self, label: str) -> str:
-        """Where `label`'s aliases lead: the first label on the way that is no alias."""
-        return self._alias_chain(label)[-1]
-
-    def _alias_chain(self, label: str) -> list[str]:
-        """`label`, then each alias target in turn, ending with a label that is no alias."""
-        chain = [label]
-        while (target := self._alias_target(chain[-1])) is not None:
-            if target in chain or len(chain) > MAX_ALIAS_HOPS:
-                # Alias writes refuse circles; only a hand-edited ledger gets here.
-                raise LedgerConflict(f"the aliases of {label!r} lead in a circle: {chain}")
-            chain.append(target)
-        return chain
-
-    def headed_by(self, turn_id: str) -> SessionRecord | None:
-        """The oldest session whose head is `turn_id` (several may be, after forks)."""
-        row = self._conn.execute(
-            select(*columns_for(sessions, SessionRecord))
-            .where(sessions.c.thread_id == turn_id)
-            .order_by(sessions.c.created_at, sessions.c.id)
-            .limit(1)
-        ).one_or_none()
-        return None if row is None else to_record(SessionRecord, row)
-
-    def branches_from(self, turn_ids: Sequence[str]) -> list[tuple[str, str, SessionRecord]]:
-        """(turn id, "worker" | "fork", session) for sessions spawned at or forked from these
-        turns: the links a tree view draws."""
-        ids = list(turn_ids)
-        if not ids:
-            return []
-        found: list[tuple[str, str, SessionRecord]] = []
-        workers = self._conn.execute(
-            select(*columns_for(sessions, SessionRecord))
-            .where(sessions.c.parent_turn_id.in_(ids))
-            .order_by(sessions.c.created_at, sessions.c.id)
-        )
-        for row in workers:
-            record = to_record(SessionRecord, row)
-            found.append((record.parent_turn_id or "", "worker", record))
-        forks = self._conn.execute(
-            select(history.c.thread_id, history.c.session_id)
-            .where(history.c.reason == "fork")
-            .where(history.c.thread_id.in_(ids))
-            .order_by(history.c.changed_at)
-        ).all()
-        for turn_id, session_id in forks:
-            fork = self.get(session_id)
-            if fork is not None:
-                found.append((turn_id, "fork", fork))
-        return found
-
-    def rollbacks(self, session_id: str) -> list[tuple[str, str]]:
-        """(turn rolled back to, head abandoned there) for each rollback of the session,
-        oldest first: the branches a tree view keeps readable."""
-        rows = self._conn.execute(
-            select(history.c.thread_id, history.c.previous_thread_id)
-            .where(history.c.session_id == session_id, history.c.reason == ROLLBACK)
-            .order_by(history.c.changed_at, history.c.id)
-        ).all()
-        return [(str(row.thread_id), str(row.previous_thread_id)) for row in rows]
-
-    def turn_count(self, session_id: str) -> int:
-        """How many turns this session's own chain holds (a fork's inherited ones excluded)."""
-        return int(
-            self._conn.execute(
-                select(func.count())
-                .select_from(turns)
-                .where(turns.c.session_id == session_id, turns.c.status.in_(CHAIN_STATUSES))
-                .where(turns.c.abandoned_at.is_(None))
-            ).scalar_one()
-        )
-
-    def aliases_of(self, session_label: str) -> list[tuple[str, str | None]]:
-        """(alias, reason) pairs that resolve to `session_label`, oldest first."""
-        rows = self._conn.execute(
-            select(aliases.c.alias, aliases.c.reason)
-            .where(aliases.c.session_label == session_label)
-            .order_by(aliases.c.created_at, aliases.c.alias)
-        ).all()
-        return [(row.alias, row.reason) for row in rows]
-
-    def alias_page(self, *, after: str | None, limit: int) -> list[AliasRow]:
-        """(alias, session label, reason, created at) in alias order, after `after`."""
-        query = _ALIAS_ROWS.order_by(aliases.c.alias)
-        if after is not None:
-            query = query.where(aliases.c.alias > after)
-        return [_alias_row(row) for row in self._conn.execute(query.limit(limit))]
-
-    def alias(self, alias: str) -> AliasRow | None:
-        row = self._conn.execute(_ALIAS_ROWS.where(aliases.c.alias == alias)).one_or_none()
-        return None if row is None else _alias_row(row)
 
     def _one(self, query: Executable, params: dict[str, str]) -> SessionRecord | None:
         row = self._conn.execute(query, params).one_or_none()
@@ -303,27 +194,6 @@ class SessionRepository:
         )
         return self.create(new, thread_id=turn_id, reason="fork")
 
-    def add_alias(self, alias: str, session_label: str, *, reason: str) -> bool:
-        """Make `alias` resolve to `session_label`; False if the alias existed already.
-        Refused when `session_label`'s own aliases lead back to `alias` (a circle)."""
-        self._check_alias(alias, session_label)
-        statement = upsert_insert(self._conn, aliases).values(
-            alias=alias, session_label=session_label, created_at=self._clock(), reason=reason
-        )
-        result = self._conn.execute(statement.on_conflict_do_nothing(index_elements=["alias"]))
-        return bool(result.rowcount)
-
-    def repoint_alias(self, alias: str, session_label: str, *, reason: str) -> bool:
-        """Make the existing `alias` resolve to `session_label` instead; False if there is
-        no such alias or it points there already. Refuses circles, as add_alias does."""
-        self._check_alias(alias, session_label)
-        result = self._conn.execute(
-            update(aliases)
-            .where(aliases.c.alias == alias, aliases.c.session_label != session_label)
-            .values(session_label=session_label, created_at=self._clock(), reason=reason)
-        )
-        return bool(result.rowcount)
-
     def configure(self, session_id: str, values: dict[str, object]) -> SessionRecord:
         """Set the session's own queue settings and status (`queue_mode`, `queue_cap`,
         `drop_policy`, `debounce_ms`, `status`), its model configuration
@@ -383,44 +253,6 @@ class SessionRepository:
             )
         return True
 
-    def remove_alias(self, alias: str) -> str:
-        """Delete `alias`; returns the label it led to. What is addressed to it from now on
-        goes to the session with that label, if one exists, or starts one."""
-        serialize(self._conn, ALIAS_WRITERS)
-        target = self._alias_target(alias)
-        if target is None:
-            raise NotFound(f"no alias {alias!r}")
-        self._conn.execute(delete(aliases).where(aliases.c.alias == alias))
-        return target
-
-    def _check_alias(self, alias: str, session_label: str) -> None:
-        # Alias writers take turns, so two of them cannot each close half of a circle that
-        # neither sees (a → b and b → a, committed at once).
-        serialize(self._conn, ALIAS_WRITERS)
-        if self.get_live(session_label) is None:
-            raise NotFound(f"no session labelled {session_label!r}")
-        if alias in self._alias_chain(session_label):
-            raise LedgerConflict(
-                f"{alias!r} → {session_label!r} would make aliases lead in a circle"
-            )
-
-    def history(self, session_id: str) -> list[tuple[str | None, str | None, int, str]]:
-        """Pointer moves, oldest first: (previous head, new head, epoch, reason)."""
-        rows = self._conn.execute(
-            select(
-                history.c.previous_thread_id,
-                history.c.thread_id,
-                history.c.epoch,
-                history.c.reason,
-            )
-            .where(history.c.session_id == session_id)
-            .order_by(history.c.changed_at, history.c.id)
-        ).all()
-        return [(r.previous_thread_id, r.thread_id, r.epoch, r.reason) for r in rows]
-
-    def _alias_target(self, label: str) -> str | None:
-        return self._conn.execute(ALIAS_TARGET, {"label": label}).scalar_one_or_none()
-
     def _record_move(
         self,
         session_id: str,
@@ -456,17 +288,6 @@ _CONFIGURABLE = frozenset(
         "tags",
     }
 )
-
-# An alias as listed: (alias, the label it points at, why it was written, when).
-AliasRow = tuple[str, str, str | None, int]
-_ALIAS_ROWS = select(
-    aliases.c.alias, aliases.c.session_label, aliases.c.reason, aliases.c.created_at
-)
-
-
-def _alias_row(row: Any) -> AliasRow:
-    return (row.alias, row.session_label, row.reason, int(row.created_at))
-
 
 _LOCK = (
     select(sessions.c.epoch)

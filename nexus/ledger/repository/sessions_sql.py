@@ -5,14 +5,11 @@ from __future__ import annotations
 from sqlalchemy import bindparam, insert, select
 
 from nexus.ledger.enums import SessionStatus
-from nexus.ledger.models import LIVE_SESSION, Session, SessionAlias, SessionHistory, table_of
+from nexus.ledger.models import LIVE_SESSION
 from nexus.ledger.records import SessionRecord
 from nexus.ledger.repository._sql import columns_for
 from nexus.ledger.repository.dialect_sql import insert_unless_present
-
-sessions = table_of(Session)
-aliases = table_of(SessionAlias)
-history = table_of(SessionHistory)
+from nexus.ledger.repository.tables import aliases, history, sessions
 
 _SESSION_COLUMNS = columns_for(sessions, SessionRecord)
 

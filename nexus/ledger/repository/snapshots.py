@@ -9,15 +9,6 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, true
 
 from nexus.ids import Clock, now_ms
-from nexus.ledger.models import (
-    Agent,
-    AgentCapability,
-    Compaction,
-    QueueItem,
-    Session,
-    Thread,
-    table_of,
-)
 from nexus.ledger.records import (
     AgentRecord,
     CompactionRecord,
@@ -31,14 +22,15 @@ from nexus.ledger.repository.errors import NotFound
 from nexus.ledger.repository.queue import QueueRepository
 from nexus.ledger.repository.queue_sql import SESSION_EPOCH, claiming
 from nexus.ledger.repository.sessions import BUMP
+from nexus.ledger.repository.tables import (
+    agent_capabilities,
+    agents,
+    compactions,
+    queue_items,
+    sessions,
+    threads,
+)
 from nexus.ledger.repository.threads import ThreadRepository, head_context_row
-
-sessions = table_of(Session)
-agents = table_of(Agent)
-agent_capabilities = table_of(AgentCapability)
-threads = table_of(Thread)
-compactions = table_of(Compaction)
-queue_items = table_of(QueueItem)
 
 
 @dataclass(frozen=True)

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy import Connection, and_, insert, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import TaskStatus
-from nexus.ledger.models import QueueItem, SessionTask, table_of
 from nexus.ledger.records import NewTask, TaskListing, TaskRecord
-from nexus.ledger.repository._sql import columns_for, to_record
-
-tasks = table_of(SessionTask)
-queue_items = table_of(QueueItem)
+from nexus.ledger.repository._sql import columns_for, past_key, to_record
+from nexus.ledger.repository.tables import queue_items, tasks
 
 
 class TaskRepository:
@@ -80,13 +77,7 @@ class TaskRepository:
             .order_by(tasks.c.created_at, tasks.c.event_id)
         )
         if after is not None:
-            created, event_id = after
-            query = query.where(
-                or_(
-                    tasks.c.created_at > created,
-                    and_(tasks.c.created_at == created, tasks.c.event_id > event_id),
-                )
-            )
+            query = query.where(past_key(tasks.c.created_at, tasks.c.event_id, after))
         listed = []
         for row in self._conn.execute(query.limit(limit)):
             values = dict(row._mapping)

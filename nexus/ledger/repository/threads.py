@@ -25,7 +25,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from nexus.ledger.enums import TurnType
-from nexus.ledger.models import Compaction, Message, Thread, ToolCall, Turn, table_of
 from nexus.ledger.records import (
     CompactionRecord,
     ContextRead,
@@ -35,13 +34,8 @@ from nexus.ledger.records import (
     TurnRecord,
     TurnView,
 )
-from nexus.ledger.repository._sql import columns_for, to_record
-
-turns = table_of(Turn)
-threads = table_of(Thread)
-messages = table_of(Message)
-tool_calls = table_of(ToolCall)
-compactions = table_of(Compaction)
+from nexus.ledger.repository._sql import columns_for, one_record, to_record
+from nexus.ledger.repository.tables import compactions, messages, threads, tool_calls, turns
 
 
 @dataclass(frozen=True)
@@ -82,10 +76,7 @@ class ThreadRepository:
         self._conn = connection
 
     def get_thread(self, turn_id: str) -> ThreadRecord | None:
-        row = self._conn.execute(
-            select(*columns_for(threads, ThreadRecord)).where(threads.c.turn_id == turn_id)
-        ).one_or_none()
-        return None if row is None else to_record(ThreadRecord, row)
+        return one_record(self._conn, threads, ThreadRecord, threads.c.turn_id == turn_id)
 
     def get_turn(self, turn_id: str) -> TurnView | None:
         """One turn with its messages and tool calls, on the chain or not."""

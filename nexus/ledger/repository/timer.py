@@ -5,10 +5,9 @@ from __future__ import annotations
 from sqlalchemy import Connection, select, update
 
 from nexus.ids import Clock
-from nexus.ledger.models import TimerState, table_of
 from nexus.ledger.repository._sql import upsert_insert
+from nexus.ledger.repository.tables import timer_state
 
-timer_state = table_of(TimerState)
 NEVER = -1  # the watermark of a timer that never ticked
 
 

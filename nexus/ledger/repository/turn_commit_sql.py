@@ -35,26 +35,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, QueueStatus
-from nexus.ledger.models import (
-    Compaction,
-    Message,
-    QueueItem,
-    Session,
-    SessionHistory,
-    Thread,
-    ToolCall,
-    Turn,
-    table_of,
+from nexus.ledger.repository.tables import (
+    compactions,
+    history,
+    messages,
+    queue_items,
+    sessions,
+    threads,
+    tool_calls,
+    turns,
 )
-
-turns = table_of(Turn)
-threads = table_of(Thread)
-messages = table_of(Message)
-tool_calls = table_of(ToolCall)
-compactions = table_of(Compaction)
-sessions = table_of(Session)
-history = table_of(SessionHistory)
-queue_items = table_of(QueueItem)
 
 # A commit writes every column but the one a rollback sets later (NULL until then).
 TURN_COLUMNS = [column.name for column in turns.c if column.name != "abandoned_at"]
@@ -104,7 +94,7 @@ MOVE_HEAD_IF_UNCHANGED = (
 
 # -- step by step (SQLite) --------------------------------------------------------------------
 # The same compare-and-set as a check first and the move last. The check locks nothing more
-# on SQLite: every transaction begins IMMEDIATE (nexus.db.engine), so the one writer already
+# on SQLite: every transaction begins IMMEDIATE (nexus.db.database), so the one writer already
 # holds the database. The pointer moves last because SQLite settles the deferred foreign key
 # (sessions.thread_id) by scanning `sessions` on every insert into `turns` while it is
 # pending: pointing at a turn not yet written made each commit cost O(sessions).

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Executable, select
+from sqlalchemy import Connection, Executable
 
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CHAIN_STATUSES, OFF_CHAIN_STATUSES, TurnType
@@ -26,7 +26,6 @@ from nexus.ledger.repository.turn_commit_sql import (
     MOVE_HEAD,
     READ_HEAD,
     TURN_PARAMS,
-    tool_calls,
 )
 
 _MESSAGE_ARRAYS = ("id", "sequence", "role", "source", "tool_call_id", "event_id")
@@ -284,15 +283,6 @@ class TurnRepository:
             )
             if result.rowcount != len(ids):
                 raise LedgerConflict(_not_all_open(draft))
-
-    def tool_call_row_id(self, turn_id: str, provider_call_id: str) -> str | None:
-        """The ledger's id of a tool call, from the model's id for it."""
-        found = self._conn.execute(
-            select(tool_calls.c.id)
-            .where(tool_calls.c.turn_id == turn_id)
-            .where(tool_calls.c.provider_call_id == provider_call_id)
-        ).scalar_one_or_none()
-        return None if found is None else str(found)
 
 
 def _not_all_open(draft: TurnDraft) -> str:

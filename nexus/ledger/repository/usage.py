@@ -16,9 +16,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, case, func, select
 
-from nexus.ledger.models import Session, Turn, table_of
+from nexus.ledger.repository.tables import sessions, turns
 
-turns, sessions = table_of(Turn), table_of(Session)
 DAY_MS = 86_400_000
 
 

@@ -6,17 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, func, select, update
 
 from nexus.ids import Clock
 from nexus.ledger.enums import CHAIN_STATUSES, TaskStatus
-from nexus.ledger.models import Session, ToolCall, Turn, table_of
 from nexus.ledger.records import SessionRecord
-from nexus.ledger.repository._sql import columns_for, to_record
-
-sessions = table_of(Session)
-tool_calls = table_of(ToolCall)
-turns = table_of(Turn)
+from nexus.ledger.repository._sql import columns_for, past_key, to_record
+from nexus.ledger.repository.tables import sessions, tool_calls, turns
 
 
 @dataclass(frozen=True)
@@ -83,13 +79,7 @@ class WorkerRepository:
             .order_by(sessions.c.created_at, sessions.c.label)
         )
         if after is not None:
-            created, label = after
-            query = query.where(
-                or_(
-                    sessions.c.created_at > created,
-                    and_(sessions.c.created_at == created, sessions.c.label > label),
-                )
-            )
+            query = query.where(past_key(sessions.c.created_at, sessions.c.label, after))
         return [to_record(SessionRecord, row) for row in self._conn.execute(query.limit(limit))]
 
     def activity(self, session_ids: Sequence[str]) -> dict[str, Activity]:

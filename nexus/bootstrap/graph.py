@@ -1,4 +1,4 @@
-"""The one composition root: each entry point's object graph, built from the Settings."""
+"""One process's object graph (`Nexus`): every part, built on first use from the Settings."""
 
 from __future__ import annotations
 
@@ -12,9 +12,17 @@ from nexus.access.policy import Policy, load_policies
 from nexus.adapters.inbound.base import InboundAdapter
 from nexus.adapters.models import ModelCatalog
 from nexus.arrival.settings import QueuePolicy
+from nexus.bootstrap.adapters import (
+    coordination_for,
+    doorbell_for,
+    gmail_for,
+    own_addresses_for,
+    platform_files_for,
+    rate_limiter_for,
+)
 from nexus.db import Database
-from nexus.doorbell import CoalescingDoorbell, DeferredDoorbell, Doorbell
-from nexus.engine.addresses import OwnAddress, own_addresses, url_addresses
+from nexus.doorbell import Doorbell
+from nexus.engine.addresses import OwnAddress
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
@@ -32,13 +40,12 @@ from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
 from nexus.outbound.typing import TypingIndicator
 from nexus.pricing import PriceTable, load_prices
-from nexus.queueing.coordination import Coordination, InProcessCoordination
+from nexus.queueing.coordination import Coordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
-    from pydantic import SecretStr
 
     from nexus.adapters.files_folder import FolderFiles
     from nexus.adapters.gmail_api import GmailApi
@@ -113,29 +120,19 @@ class Nexus:
     def doorbell(self) -> Doorbell:
         if self._given_doorbell is not None:
             return self._given_doorbell
-        if self.settings.broker_url.startswith("memory://") and not self.consumes_broker:
-            return DeferredDoorbell()
-        from nexus.adapters.celery_broker import CeleryDoorbell
-
-        bell = CeleryDoorbell(self.celery)
-        # One router ring per drain needs a flag every ringing process sees: Redis, or this
-        # one process when the broker itself lives in it.
-        if self.settings.redis_url is not None or self.settings.broker_url.startswith("memory://"):
-            return CoalescingDoorbell(bell, self.coordination)
-        return bell
+        return doorbell_for(
+            self.settings,
+            consumes_broker=self.consumes_broker,
+            celery=lambda: self.celery,
+            coordination=lambda: self.coordination,
+        )
 
     @cached_property
     def coordination(self) -> Coordination:
         """The lease, the abort flag, the steer inbox and the live stream."""
         if self._given_coordination is not None:
             return self._given_coordination
-        # Redis when configured (every process shares it); otherwise this process's own.
-        if self.settings.redis_url is None:
-            return InProcessCoordination()
-        from nexus.adapters.redis_coordination import RedisCoordination
-
-        prefix = self.settings.broker_prefix or "nexus:"
-        return RedisCoordination.from_url(self.settings.redis_url, prefix=prefix)
+        return coordination_for(self.settings)
 
     # --- routing ---------------------------------------------------------------------------
 
@@ -247,12 +244,7 @@ class Nexus:
     @cached_property
     def own_addresses(self) -> tuple[OwnAddress, ...]:
         """Where tools never connect: NEXUS_OWN_ADDRESSES, and the API's own URLs."""
-        settings = self.settings
-        urls = url_addresses((settings.api_url, settings.public_url))
-        try:
-            return own_addresses([*settings.own_addresses, *urls])
-        except ValueError as error:
-            raise ValueError(f"NEXUS_OWN_ADDRESSES: {error}") from None
+        return own_addresses_for(self.settings)
 
     @cached_property
     def security_events(self) -> SecurityEvents:
@@ -264,26 +256,7 @@ class Nexus:
     @cached_property
     def platform_files(self) -> PlatformFiles:
         """Where the engine fetches inbound files that need a platform's token to open."""
-        from nexus.adapters.ledger_files import LedgerFiles
-        from nexus.adapters.platform_files import PlatformFiles
-
-        settings = self.settings
-
-        def secret(value: SecretStr | None) -> str | None:
-            return value.get_secret_value() if value is not None else None
-
-        return PlatformFiles(
-            max_bytes=settings.attachment_max_bytes,
-            timeout_s=settings.attachment_fetch_timeout_seconds,
-            telegram_token=secret(settings.telegram_bot_token),
-            telegram_api_base=settings.telegram_api_base,
-            slack_token=secret(settings.slack_bot_token),
-            whatsapp_token=secret(settings.whatsapp_access_token),
-            whatsapp_api_base=settings.whatsapp_api_base,
-            stored=LedgerFiles(self.database).fetch,
-            bluebubbles_url=settings.bluebubbles_url,
-            bluebubbles_password=secret(settings.bluebubbles_password),
-        )
+        return platform_files_for(self.settings, self.database)
 
     @cached_property
     def files_folder(self) -> FolderFiles | None:
@@ -377,33 +350,11 @@ class Nexus:
     @cached_property
     def gmail(self) -> GmailApi | None:
         """The Gmail mailbox (NEXUS_GMAIL_*), or None when the channel is off."""
-        settings = self.settings
-        if not settings.gmail_mailbox or not settings.gmail_credential:
-            return None
-        from nexus.adapters.gmail_api import GmailApi
-        from nexus.adapters.outbound.http import new_client
-        from nexus.adapters.secrets import EnvironmentSecrets
-
-        return GmailApi(
-            mailbox=settings.gmail_mailbox,
-            credential=settings.gmail_credential,
-            secrets=EnvironmentSecrets(settings.secrets_file),
-            api_base=settings.gmail_api_base,
-            token_url=settings.gmail_token_url,
-            client=new_client(),
-            clock=self.clock,
-        )
+        return gmail_for(self.settings, self.clock)
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:
-        if self.settings.redis_url is None:
-            from nexus.outbound.rate_limit import InProcessRateLimiter
-
-            return InProcessRateLimiter()
-        from nexus.adapters.redis_rate_limit import RedisRateLimiter
-
-        prefix = self.settings.broker_prefix or "nexus:"
-        return RedisRateLimiter.from_url(self.settings.redis_url, prefix=prefix)
+        return rate_limiter_for(self.settings)
 
     @cached_property
     def delivery_service(self) -> DeliveryService:
@@ -431,40 +382,3 @@ class Nexus:
         gmail = self.__dict__.get("gmail")
         if gmail is not None:
             gmail.close()
-
-
-def bootstrap(
-    settings: Settings,
-    *,
-    database: Database | None = None,
-    doorbell: Doorbell | None = None,
-    coordination: Coordination | None = None,
-    models: ModelCatalog | None = None,
-    senders: dict[str, Sender] | None = None,
-    worker_ping: WorkerPing | None = None,
-    clock: Clock = now_ms,
-) -> Nexus:
-    """The graph for an API, CLI or beat process: it publishes on the broker, runs no tasks."""
-    return Nexus(
-        settings,
-        database=database,
-        doorbell=doorbell,
-        coordination=coordination,
-        models=models,
-        senders=senders,
-        worker_ping=worker_ping,
-        clock=clock,
-    )
-
-
-def bootstrap_worker(settings: Settings, *, celery: Celery | None = None) -> Nexus:
-    """The graph for a process that runs tasks: a Celery worker child (rebuilt after the
-    fork, around the app it runs) or `nexus dev`'s embedded worker. The app's tasks find
-    it as `app.nexus`."""
-    graph = Nexus(settings, consumes_broker=True, celery=celery)
-    # Read now, not at the first turn: a bad price file stops the worker as it starts,
-    # saying which entry is wrong, rather than failing every turn it would price.
-    graph.prices  # noqa: B018
-    graph.own_addresses  # noqa: B018 - likewise a bad NEXUS_OWN_ADDRESSES
-    graph.celery.nexus = graph
-    return graph

@@ -1,4 +1,4 @@
-"""Engine construction for Postgres and SQLite, deferred until first use."""
+"""`Database`: the SQLAlchemy engine for Postgres or SQLite, built on first use."""
 
 from __future__ import annotations
 
