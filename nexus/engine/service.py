@@ -12,25 +12,25 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from nexus.compaction.service import CompactionService, Prepared
+from nexus.compaction.service import CompactionService
 from nexus.db import Database
 from nexus.engine.attachments import AttachmentSource, WithAttachments, file_counts
 from nexus.engine.capabilities import CapabilityRegistry
-from nexus.engine.commit import TurnCommit
+from nexus.engine.commit import TurnCommit, TurnInputs, TurnRun
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.credentials import NoSecrets, Scrubber, SecretSource
-from nexus.engine.drafts import answer_draft, refused_result
+from nexus.engine.drafts import refused_result
 from nexus.engine.framing import TurnFrame
-from nexus.engine.model import ModelPort
+from nexus.engine.model import ModelPort, ModelRequest
 from nexus.engine.model_config import DEFAULT_MAX_TOKENS, EffectiveConfig, ModelConfigError
 from nexus.engine.outcomes import CommitHook, Snapshot, TurnOutcome
 from nexus.engine.prefix_sums import PrefixSums
 from nexus.engine.query import QueryMessage
 from nexus.engine.reading import SessionReader
 from nexus.engine.signals import NoSignals, TurnSignals
-from nexus.engine.stream import TURN_COMPLETING, NullPublisher, Report, StreamEvent, StreamPublisher
+from nexus.engine.stream import NullPublisher, Report, StreamEvent, StreamPublisher
 from nexus.engine.tools import AfterTurn, Effect, ToolContext, ToolRegistry
-from nexus.engine.turn import TurnMachine, TurnResult
+from nexus.engine.turn import TurnMachine
 from nexus.engine.workspace import Workspace
 from nexus.ids import Clock, new_id, now_ms
 from nexus.ledger.enums import QueueMode, TurnStatus
@@ -39,29 +39,11 @@ from nexus.ledger.repository.snapshots import SessionSnapshot
 from nexus.pricing import BUILTIN, PriceTable
 
 
-@dataclass(frozen=True)
-class _Inputs:
-    """What a turn was asked: its inputs, under which epoch, consuming which queue items."""
-
-    turn_id: str
-    queries: tuple[QueryMessage, ...]
-    epoch: int
-    consumed: tuple[ConsumedItem, ...]
-    queue_mode: QueueMode | None
-    source: EventRecord | None
-
-
-@dataclass(frozen=True)
-class _Ran:
-    """One run of the model loop: its result, and what its tools left for the commit."""
-
-    result: TurnResult
-    effects: list[Effect]
-    after: AfterTurn
-
-
 @dataclass
 class TurnService:
+    """Runs a session's turns; its settings are read at each call, so a copy (`replace`)
+    or a changed field applies to the next turn."""
+
     database: Database
     model_for: Callable[[str], ModelPort]
     default_model: str
@@ -151,7 +133,7 @@ class TurnService:
         )
         # Everything the turn publishes, its compactions' included, goes through the frame.
         turn = dataclasses.replace(self, publisher=frame.publisher)
-        inputs = _Inputs(turn_id, tuple(queries), epoch, tuple(consumed), queue_mode, source)
+        inputs = TurnInputs(turn_id, tuple(queries), epoch, tuple(consumed), queue_mode, source)
         try:
             outcome = turn.compaction().slash_command(
                 session_id, queries, epoch=epoch, consumed=consumed
@@ -166,7 +148,7 @@ class TurnService:
         frame.close(outcome)
         return outcome
 
-    def _answer(self, snapshot: Snapshot, inputs: _Inputs, report: Report) -> TurnOutcome:
+    def _answer(self, snapshot: Snapshot, inputs: TurnInputs, report: Report) -> TurnOutcome:
         """The turn itself, top to bottom: configure, compact if due, run, retry once
         after an overflow, commit, then any compaction its tools asked for."""
         turn_id, queries, compaction = inputs.turn_id, inputs.queries, self.compaction()
@@ -175,7 +157,7 @@ class TurnService:
         except ModelConfigError as error:
             # The layers no longer fit together (say, a persona changed under a session's
             # override): the attempt is recorded failed with the reason; no model is called.
-            refused = _Ran(refused_result(queries, str(error)), [], AfterTurn())
+            refused = TurnRun(refused_result(queries, str(error)), [], AfterTurn())
             unclaimed = dataclasses.replace(inputs, consumed=(), queue_mode=None, source=None)
             status = self._commit(snapshot, unclaimed, refused, self.clock(), None, report)
             return TurnOutcome(status, turn_id, refused.result)
@@ -187,7 +169,9 @@ class TurnService:
         # One for the whole turn, the overflow's retry included: the secrets its tools were
         # given are scrubbed from all it stores, its kept stream events too.
         scrubber = Scrubber()
-        ran = self._run(prepared, turn_id, config, scrubber, queries)
+        ran = self._run(
+            prepared.snapshot, prepared.assembled.request, turn_id, config, scrubber, queries
+        )
         if ran.result.overflowed and not ran.result.ran_tools:
             prepared = compaction.after_overflow(
                 prepared.snapshot, queries, config, epoch=inputs.epoch
@@ -195,7 +179,9 @@ class TurnService:
             compactions += prepared.compactions
             if prepared.assembled is None:
                 return TurnOutcome("fenced", turn_id, ran.result, compactions)
-            ran = self._run(prepared, turn_id, config, scrubber, queries)
+            ran = self._run(
+                prepared.snapshot, prepared.assembled.request, turn_id, config, scrubber, queries
+            )
         status = self._commit(prepared.snapshot, inputs, ran, started, config, report, scrubber)
         wanted = ran.after.compaction  # by the `compact_context` tool
         if status == "committed" and ran.result.status == TurnStatus.COMPLETED and wanted:
@@ -206,15 +192,14 @@ class TurnService:
 
     def _run(
         self,
-        prepared: Prepared,
+        snapshot: Snapshot,
+        request: ModelRequest,
         turn_id: str,
         config: EffectiveConfig,
         scrubber: Scrubber,
         queries: Sequence[QueryMessage],
-    ) -> _Ran:
-        """The model loop (TurnMachine) over the prepared context, with the session's tools."""
-        snapshot, assembled = prepared.snapshot, prepared.assembled
-        assert assembled is not None  # a fenced preparation never runs
+    ) -> TurnRun:
+        """The model loop (TurnMachine) over `request`, with the session's tools."""
         effects: list[Effect] = []
         after = AfterTurn()
         toolbox, _ = self.reader().toolbox(snapshot, scrubber)
@@ -237,46 +222,20 @@ class TurnService:
             ),
             max_tool_iterations=self.max_tool_iterations,
         )
-        return _Ran(machine.run(assembled.request, tuple(queries)), effects, after)
+        return TurnRun(machine.run(request, tuple(queries)), effects, after)
 
     def _commit(
         self,
         snapshot: Snapshot,
-        inputs: _Inputs,
-        ran: _Ran,
+        inputs: TurnInputs,
+        ran: TurnRun,
         started: int,
         config: EffectiveConfig | None,
         report: Report,
         scrubber: Scrubber | None = None,
     ) -> str:
-        """Commit (or record) the turn (TurnCommit), its draft priced."""
-        result, session = ran.result, snapshot.session
-        # Watchers see the commit phase (`running.step` "completing"); posted, so the commit
-        # does not wait for the stream. The last model call's held `step.generated` rides
-        # with it instead of with the commit's report.
-        completing = {"turn_id": inputs.turn_id, "status": result.status.value}
-        self.publisher.post_many([StreamEvent(session.id, TURN_COMPLETING, completing)])
-        draft = answer_draft(
-            turn_id=inputs.turn_id,
-            session_id=session.id,
-            parent_turn_id=session.thread_id,
-            result=result,
-            started=started,
-            completed=self.clock(),
-            consumed=inputs.consumed,
-            queue_mode=inputs.queue_mode,
-            queries=inputs.queries,
-            config=config,
-            prices=self.prices,
+        """Commit (or record) the turn, priced (TurnCommit); its report is added to `report`."""
+        committer = TurnCommit(
+            self.database, self.publisher, self.contexts, self.commit_hooks, self.prices, self.clock
         )
-        committer = TurnCommit(self.database, self.publisher, self.contexts, self.commit_hooks)
-        return committer.commit(
-            draft,
-            result,
-            session=session,
-            epoch=inputs.epoch,
-            report=report,
-            effects=ran.effects,
-            source=inputs.source,
-            scrubber=scrubber,
-        )
+        return committer.commit(snapshot.session, inputs, ran, started, config, report, scrubber)
