@@ -30,7 +30,7 @@ def turns_for(url: str, database: Database) -> TurnService:
 
 
 def assemble_context(turns: TurnService, session_id: str) -> int:
-    """What `Engine.run_turn` does before calling the model; returns the messages built."""
+    """What `TurnService.run_turn` does before calling the model; returns the messages built."""
     snapshot = turns.snapshot(session_id)
     assembled = turns.reader().assemble(snapshot, QUERY)
     return len(assembled.request.messages)

@@ -95,7 +95,7 @@ class NexusThread:
             if not outcome.committed or outcome.view is None:
                 raise RuntimeError("the benchmark's own commit was fenced")
             uow.commit()
-        # As Engine._commit does: the committing worker knows its turn without reading it.
+        # As TurnCommit.commit does: the committing worker knows its turn without reading it.
         self.turns.contexts.advance(self.session.id, outcome.view)
         self.head, self.steps = draft.id, self.steps + 1
         return assemble_context(self.turns, self.session.id)
