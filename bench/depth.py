@@ -1,4 +1,4 @@
-"""Context assembly by depth: what a turn does before its model call — the engine's snapshot
+"""Context assembly by depth: what a turn does before its model call — the turn service's snapshot
 (session, persona, capabilities, the ledger's context read from the latest compaction) and
 its assembly into a model request — at depth 100 / 1,000 / 10,000 of a chain compacted
 every 50 turns (keeping 10), so every head sits at the same place after its compaction.
@@ -16,7 +16,7 @@ from bench.ledger import _session, median_ms
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import Engine
+from nexus.engine.service import TurnService
 from nexus.ledger.enums import MessageSource
 from nexus.settings import Settings
 from tests.support import build_chain
@@ -25,14 +25,14 @@ COMPACT_EVERY, KEEP = 50, 10
 QUERY = (QueryMessage(text="and what now?", source=MessageSource.HUMAN),)
 
 
-def engine_for(url: str, database: Database) -> Engine:
-    return bootstrap(Settings(database_url=url, model="scripted"), database=database).engine
+def turns_for(url: str, database: Database) -> TurnService:
+    return bootstrap(Settings(database_url=url, model="scripted"), database=database).turns
 
 
-def assemble_context(engine: Engine, session_id: str) -> int:
-    """What `Engine.run_turn` does before calling the model; returns the messages built."""
-    snapshot = engine.snapshot(session_id)
-    assembled = engine._assemble(snapshot, QUERY)
+def assemble_context(turns: TurnService, session_id: str) -> int:
+    """What `TurnService.run_turn` does before calling the model; returns the messages built."""
+    snapshot = turns.snapshot(session_id)
+    assembled = turns.reader().assemble(snapshot, QUERY)
     return len(assembled.request.messages)
 
 
@@ -57,24 +57,24 @@ def run(*, quick: bool) -> dict[str, Any]:
         database = Database(url)
         try:
             forks = chain_with_forks(database, depths)
-            engine = engine_for(url, database)
+            turns = turns_for(url, database)
             by_depth: dict[str, Any] = {}
             for depth in depths:
-                assemble_context(engine, forks[depth])  # warm: statements compiled, caches
+                assemble_context(turns, forks[depth])  # warm: statements compiled, caches
             # Interleaved rounds, so noise falls on every depth alike.
             samples: dict[int, list[float]] = {d: [] for d in depths}
             for _ in range(5):
                 for depth in depths:
                     samples[depth].append(
                         median_ms(
-                            lambda d=depth: assemble_context(engine, forks[d]),  # type: ignore[misc]
+                            lambda d=depth: assemble_context(turns, forks[d]),  # type: ignore[misc]
                             repetitions // 5,
                         )
                     )
             for depth in depths:
                 by_depth[str(depth)] = {
                     "assembly_ms": statistics.median(samples[depth]),
-                    "messages": assemble_context(engine, forks[depth]),
+                    "messages": assemble_context(turns, forks[depth]),
                 }
         finally:
             database.dispose()

@@ -4,7 +4,7 @@ depth. One step of a chat agent on each side:
 - LangGraph: `put` one checkpoint whose `messages` channel gained a user + assistant
   message pair, then `get_tuple` the thread's state back.
 - Nexus: commit one turn (the repository's CAS commit, one unit of work) and assemble the
-  next turn's context (`bench.depth.assemble_context`, as the engine does).
+  next turn's context (`bench.depth.assemble_context`, as the turn service does).
 
 We drive the saver directly rather than through a compiled `StateGraph`: a graph
 invocation writes more than one checkpoint per step (input, then each node) and adds its
@@ -33,7 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from bench import harness
-from bench.depth import COMPACT_EVERY, KEEP, assemble_context, engine_for
+from bench.depth import COMPACT_EVERY, KEEP, assemble_context, turns_for
 from bench.ledger import _session
 from nexus.db import Database
 from tests.support import build_chain, text_turn
@@ -77,7 +77,7 @@ class NexusThread:
 
     def __init__(self, url: str, database: Database, depth: int, *, compact: bool) -> None:
         self.database = database
-        self.engine = engine_for(url, database)
+        self.turns = turns_for(url, database)
         self.session, _ = _session(database, f"peer-{depth}-{compact}")
         with database.unit_of_work() as uow:
             every = COMPACT_EVERY if compact else None
@@ -95,10 +95,10 @@ class NexusThread:
             if not outcome.committed or outcome.view is None:
                 raise RuntimeError("the benchmark's own commit was fenced")
             uow.commit()
-        # As Engine._commit does: the committing worker knows its turn without reading it.
-        self.engine.contexts.advance(self.session.id, outcome.view)
+        # As TurnCommit.commit does: the committing worker knows its turn without reading it.
+        self.turns.contexts.advance(self.session.id, outcome.view)
         self.head, self.steps = draft.id, self.steps + 1
-        return assemble_context(self.engine, self.session.id)
+        return assemble_context(self.turns, self.session.id)
 
 
 def _timed(step: Callable[[], object], count: int) -> float:

@@ -1,4 +1,4 @@
-"""Prompt caching across turns: one session's turns through the engine and the real anthropic
+"""Prompt caching across turns: one session's turns through the turn service and the real anthropic
 SDK against the fake Messages API, whose cache accounting is honest (it remembers each
 breakpoint's prefix; tokens are characters / 4). The figure is the second turn's tokens
 read from the cache, against all its prompt tokens: the context layers (persona, an
@@ -16,7 +16,7 @@ from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import Engine
+from nexus.engine.service import TurnService
 from nexus.engine.workspace import Workspace
 from nexus.ledger.records import NewSession
 from nexus.settings import Settings
@@ -29,12 +29,12 @@ AGENTS_MD = "\n".join(
 TARGET_SHARE = 0.8  # of the second turn's prompt tokens, read from the cache
 
 
-def _turn(engine: Engine, database: Database, session_id: str, text: str) -> dict[str, int]:
+def _turn(turns: TurnService, database: Database, session_id: str, text: str) -> dict[str, int]:
     with database.unit_of_work() as uow:
         epoch = uow.ledger.sessions.claim(session_id)
         uow.commit()
     query = QueryMessage(text=text, platform="telegram", sender_name="Ada", occurred_at=1)
-    outcome = engine.run_turn(session_id, [query], epoch=epoch)
+    outcome = turns.run_turn(session_id, [query], epoch=epoch)
     with database.unit_of_work() as uow:
         view = uow.ledger.threads.get_turn(outcome.turn_id)
     assert view is not None and outcome.status == "committed"
@@ -47,7 +47,7 @@ def _turn(engine: Engine, database: Database, session_id: str, text: str) -> dic
 
 
 def run(*, quick: bool) -> dict[str, Any]:
-    turns = 3 if quick else 6
+    count = 3 if quick else 6
     with (
         harness.database() as url,
         FakeAnthropicServer() as fake,
@@ -56,13 +56,11 @@ def run(*, quick: bool) -> dict[str, Any]:
         (Path(directory) / "AGENTS.md").write_text(AGENTS_MD)
         database = Database(url)
         try:
-            engine = bootstrap(
-                Settings(database_url=url, model="scripted"), database=database
-            ).engine
+            turns = bootstrap(Settings(database_url=url, model="scripted"), database=database).turns
             port = AnthropicModel(api_key="sk-bench", base_url=fake.base_url, max_retries=0)
-            engine.model_for = lambda name: port
-            engine.default_model = MODEL
-            engine.workspace = Workspace(Path(directory))
+            turns.model_for = lambda name: port
+            turns.default_model = MODEL
+            turns.workspace = Workspace(Path(directory))
             with database.unit_of_work() as uow:
                 persona = uow.ledger.agents.ensure("bench", system_prompt="You help travellers.")
                 session = uow.ledger.sessions.ensure(
@@ -70,9 +68,9 @@ def run(*, quick: bool) -> dict[str, Any]:
                 )
                 uow.commit()
             usage = []
-            for number in range(turns):
+            for number in range(count):
                 fake.reply_text(f"Answer number {number}: Lisbon is lovely in May.")
-                usage.append(_turn(engine, database, session.id, f"question {number}?"))
+                usage.append(_turn(turns, database, session.id, f"question {number}?"))
         finally:
             database.dispose()
         accounts = fake.cache_accounts

@@ -26,7 +26,7 @@ from nexus.engine.addresses import OwnAddress
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.service import Engine
+from nexus.engine.service import TurnService
 from nexus.engine.signals import NoSignals
 from nexus.engine.workspace import Workspace, default_directory
 from nexus.hooks.evaluator import Invocation
@@ -189,7 +189,7 @@ class Nexus:
         return CapabilityRegistry()
 
     @cached_property
-    def engine(self) -> Engine:
+    def turns(self) -> TurnService:
         """The agent loop, for the session runner (the one writer of turns)."""
         from nexus.adapters.http_tool import http_fetch_tool
         from nexus.adapters.python_tool import RUN_PYTHON
@@ -214,7 +214,7 @@ class Nexus:
         )
         for tool in (*agent_tools.tools(), *people_tools.tools(), fetch, RUN_PYTHON):
             tools.register(tool)
-        return Engine(
+        return TurnService(
             database=self.database,
             model_for=self.models,
             default_model=self.settings.default_model,
@@ -276,7 +276,7 @@ class Nexus:
     def session_runner(self) -> SessionRunner:
         return SessionRunner(
             database=self.database,
-            engine=self.engine,
+            turns=self.turns,
             coordination=self.coordination,
             doorbell=self.doorbell,
             clock=self.clock,

@@ -1,1 +1,1 @@
-"""The agent engine: context assembly, the turn state machine, tools and compaction."""
+"""The agent engine: context assembly, the turn service and its state machine, tools."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus.compaction.summarize import digest_request
 from nexus.engine.model import (
     Block,
     ModelDone,
@@ -28,7 +29,6 @@ from nexus.engine.model import (
     ToolUseStarted,
 )
 from nexus.engine.prefix_sums import PrefixSums
-from nexus.engine.summarize import digest_request
 from nexus.ids import new_id
 from nexus.ledger.records import TokenUsage
 

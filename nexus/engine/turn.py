@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nexus.engine.context import user_blocks
@@ -43,51 +43,13 @@ from nexus.engine.stream import (
 )
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import ToolContext
+from nexus.engine.turn_state import TurnState
 from nexus.ids import Clock
 from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus
 from nexus.ledger.records import MessageDraft, TokenUsage, ToolCallDraft
 
 DEFAULT_MAX_TOOL_ITERATIONS = 8
 ABORTED_RESULT = "skipped: the turn was aborted before this tool ran"
-
-
-@dataclass
-class TurnState:
-    """What the turn has produced so far; nodes append, nothing is rewritten."""
-
-    session_id: str
-    request: ModelRequest
-    conversation: list[dict[str, Any]]
-    drafts: list[MessageDraft] = field(default_factory=list)
-    tool_calls: list[ToolCallDraft] = field(default_factory=list)
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    context_tokens: int | None = None
-    model_calls: int = 0
-    injected: list[QueryMessage] = field(default_factory=list)
-
-    def add_usage(self, usage: TokenUsage) -> None:
-        self.usage = TokenUsage(
-            input_tokens=self.usage.input_tokens + usage.input_tokens,
-            output_tokens=self.usage.output_tokens + usage.output_tokens,
-            cache_read_tokens=self.usage.cache_read_tokens + usage.cache_read_tokens,
-            cache_write_tokens=self.usage.cache_write_tokens + usage.cache_write_tokens,
-        )
-        # The last call saw the whole context and wrote the newest part of it: exact size.
-        self.context_tokens = (
-            usage.input_tokens
-            + usage.cache_read_tokens
-            + usage.cache_write_tokens
-            + usage.output_tokens
-        )
-
-    def append(self, role: str, blocks: list[dict[str, Any]]) -> None:
-        if self.conversation and self.conversation[-1]["role"] == role:
-            self.conversation[-1] = {
-                "role": role,
-                "content": [*self.conversation[-1]["content"], *blocks],
-            }
-        else:
-            self.conversation.append({"role": role, "content": blocks})
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The session run: one worker at a time turns a session's queue into committed turns.
 
 Lease (duplicate-work saver) → per turn: pick by queue mode → claim in the ledger (epoch + 1,
-items claimed under it) → run the engine (abort flag, steer inbox, time limit) → commit with
+items claimed under it) → run the turn (abort flag, steer inbox, time limit) → commit with
 compare-and-set on head and epoch → repeat while work is ready → release → ring again if
 anything is owed. Correctness never depends on the lease: a run that lost it is fenced at
 commit and its items go back to the queue.
@@ -12,27 +12,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import structlog
 
-from nexus.agents.results import report_dead
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import Engine
-from nexus.engine.stream import QUEUE_ITEM_DEAD, StreamEvent
-from nexus.ids import Clock, new_id, now_ms
+from nexus.engine.service import TurnService
+from nexus.engine.stream import StreamEvent
+from nexus.ids import Clock, now_ms
 from nexus.ledger.enums import (
     OPEN_QUEUE_STATUSES,
-    CompactionTrigger,
-    Disposition,
     MessageSource,
     QueueStatus,
-    TurnStatus,
 )
-from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord, TurnDraft
+from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord
 from nexus.outbound.typing import TypingIndicator
 from nexus.queueing.coordination import Coordination, Lease
 from nexus.queueing.keepalive import KeepAlive
@@ -46,18 +41,16 @@ from nexus.queueing.modes import (
 )
 from nexus.queueing.overflow import SUMMARY_PENDING, summarize_overflow
 from nexus.sessions.claims import Claim, InlineClaim, RunReport
+from nexus.sessions.failures import DEFAULT_MAX_ATTEMPTS, Failures
 from nexus.sessions.signals import RunSignals
 
 log = structlog.get_logger(__name__)
-
-DEFAULT_MAX_ATTEMPTS = 3
-RETRY_BACKOFF_MS = (1_000, 5_000, 30_000)
 
 
 @dataclass
 class SessionRunner:
     database: Database
-    engine: Engine
+    turns: TurnService
     coordination: Coordination
     doorbell: Doorbell
     clock: Clock = now_ms
@@ -169,29 +162,9 @@ class SessionRunner:
                     f"the run at epoch {epoch} ended without committing; "
                     f"queue items {', '.join(lost)} were requeued"
                 )
-                self._record_lost(uow, session_id, epoch, "worker_lost", message)
+                self._failures().record_lost(uow, session_id, epoch, "worker_lost", message)
             uow.commit()
         log.warning("stale_claims_reclaimed", session_id=session_id, items=len(stale))
-
-    def _record_lost(
-        self, uow: UnitOfWork, session_id: str, epoch: int, kind: str, message: str
-    ) -> None:
-        """A failed turn off the chain for an attempt that ended without an answer."""
-        session = uow.ledger.sessions.get(session_id)
-        now = self.clock()
-        uow.ledger.turns.record_attempt(
-            TurnDraft(
-                id=new_id(),
-                session_id=session_id,
-                parent_turn_id=session.thread_id if session else None,
-                status=TurnStatus.FAILED,
-                started_at=now,
-                completed_at=now,
-                error_kind=kind,
-                error_message=message,
-            ),
-            epoch=epoch,
-        )
 
     def _ring_if_owed(self, session_id: str, *, take_now: bool = False) -> bool:
         """After release, so a ring that found the lease held is never lost (the enqueuer
@@ -265,7 +238,7 @@ class SessionRunner:
             session_id,
             [item.id for item in plan.items],
             lease_ms=self._claim_lease_ms(),
-            known=self.engine.contexts.get(session_id),
+            known=self.turns.contexts.get(session_id),
         )
         events = {item.event_id: event for item, event in found if item.event_id}
         dropped = [(item, event) for item, event in found if item.status == QueueStatus.DROPPED]
@@ -277,6 +250,11 @@ class SessionRunner:
             overflow=overflow,
             more=len(queued) > len(claimed),
             read=read,
+        )
+
+    def _failures(self) -> Failures:
+        return Failures(
+            self.database, self.doorbell, self.coordination, self.clock, self.max_attempts
         )
 
     def _claim_lease_ms(self) -> int:
@@ -300,11 +278,11 @@ class SessionRunner:
             holding={item.id for item in plan.items},
             claimed_at_ms=started,
         )
-        engine = dataclasses.replace(self.engine, signals=signals)
+        turns = dataclasses.replace(self.turns, signals=signals)
         if plan.command == COMPACT:
             if announce:
                 self.coordination.publish_many(announce)
-            return self._compact(session_id, epoch, plan, engine)
+            return self._compact(session_id, epoch, plan, turns)
         queries = [_query(item, events.get(item.event_id or "")) for item in plan.items]
         if overflow is not None:  # what the queue cap dropped, so the answer can cover it
             queries.insert(0, QueryMessage(text=overflow, source=MessageSource.EVENT))
@@ -315,7 +293,7 @@ class SessionRunner:
         source = next((events.get(q.event_id) for q in queries if q.event_id), None)
         shown = self.typing.started(source) if self.typing is not None else None
         try:
-            outcome = engine.run_turn(
+            outcome = turns.run_turn(
                 session_id,
                 queries,
                 epoch=epoch,
@@ -327,43 +305,25 @@ class SessionRunner:
             )
         except Exception as error:  # a bug, or Redis out of reach: it must not wedge the session
             log.exception("turn_crashed", session_id=session_id)
-            return self._failed(plan, epoch, f"{type(error).__name__}: {error}", crashed=True)
+            return self._failures().settle(
+                plan, epoch, f"{type(error).__name__}: {error}", crashed=True
+            )
         finally:
             self.coordination.settle()  # what the turn posted as it ran is applied
             if self.typing is not None:
                 self.typing.stopped(shown)
         return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
 
-    def _compact(self, session_id: str, epoch: int, plan: Run, engine: Engine) -> str:
+    def _compact(self, session_id: str, epoch: int, plan: Run, turns: TurnService) -> str:
         """A compaction asked for through the API or CLI, run here under the lease like a
-        turn: the compaction turn consumes its queue item in its own commit."""
-        item = plan.items[0]
-        instructions = item.payload.get("instructions")
+        turn (CompactionService.queued)."""
         try:
-            outcome = engine.compact(
-                session_id,
-                epoch=epoch,
-                trigger=CompactionTrigger.MANUAL,
-                instructions=instructions if isinstance(instructions, str) else None,
-                consumed=[ConsumedItem(queue_item_id=item.id, disposition=plan.disposition)],
+            outcome = turns.compaction().queued(
+                session_id, plan.items[0], epoch=epoch, disposition=plan.disposition
             )
         except Exception as error:  # say, the summariser's model is unavailable
             log.exception("compaction_crashed", session_id=session_id)
-            return self._failed(plan, epoch, f"{type(error).__name__}: {error}")
-        if outcome.status == "committed":
-            log.info("compaction_committed", session_id=session_id, turn_id=outcome.turn_id)
-            return "ran"
-        with self.database.unit_of_work() as uow:
-            if outcome.status == "fenced":
-                uow.ledger.queue.release([item.id], epoch=epoch)
-            else:  # nothing in context to summarise: asked and answered, without a turn
-                uow.ledger.queue.dispose(
-                    [item.id],
-                    status=QueueStatus.DONE,
-                    disposition=Disposition.CONSUMED,
-                    detail="nothing to compact: the session has no turns in context",
-                )
-            uow.commit()
+            return self._failures().settle(plan, epoch, f"{type(error).__name__}: {error}")
         return "fenced" if outcome.status == "fenced" else "ran"
 
     def _settle(
@@ -388,59 +348,7 @@ class SessionRunner:
             return "fenced"
         error = outcome.result.error if outcome.result is not None else None
         cause = f"{error.kind}: {error.message}" if error is not None else "turn failed"
-        return self._failed(plan, epoch, cause)
-
-    def _failed(self, plan: Run, epoch: int, cause: str, *, crashed: bool = False) -> str:
-        """Back to the queue with a backoff, or dead-lettered with its cause after the last
-        attempt, so a poison message never blocks the session. `crashed`: the turn raised
-        before the engine recorded anything, so the lost attempt is recorded here."""
-        dead = [i.id for i in plan.items if i.attempts >= self.max_attempts]
-        retry = [i.id for i in plan.items if i.attempts < self.max_attempts]
-        attempt = max(i.attempts for i in plan.items)
-        backoff = RETRY_BACKOFF_MS[min(attempt, len(RETRY_BACKOFF_MS)) - 1]
-        with self.database.unit_of_work() as uow:
-            if dead:
-                # A worker that cannot finish still answers its parent, with the failure;
-                # so does any session to whoever sent it a tracked task.
-                worker = uow.ledger.sessions.get(plan.items[0].session_id)
-                if worker is not None:
-                    inputs = [i.event_id for i in plan.items if i.id in dead]
-                    lineage = uow.ledger.events.hook_lineage(item_ids=dead)
-                    report_dead(
-                        uow,
-                        self.doorbell,
-                        worker,
-                        f"dead:{dead[0]}",
-                        cause,
-                        inputs,
-                        lineage=lineage,
-                    )
-                uow.ledger.queue.dispose(
-                    dead,
-                    status=QueueStatus.DEAD,
-                    disposition=Disposition.DEAD_LETTERED,
-                    detail=f"after {self.max_attempts} attempts: {cause}",
-                )
-            released = 0
-            if retry:
-                released = uow.ledger.queue.release(
-                    retry, epoch=epoch, retry_at=self.clock() + backoff
-                )
-            if crashed and (dead or released):
-                # Only while this run still owned its claim: a run that took over has
-                # recorded the attempt as lost already (`_reclaim`).
-                self._record_lost(uow, plan.items[0].session_id, epoch, "turn_crashed", cause)
-            if dead:
-                reason = f"after {self.max_attempts} attempts: {cause}"
-                session_id = plan.items[0].session_id
-                announced = [
-                    StreamEvent(session_id, QUEUE_ITEM_DEAD, {"queue_item_id": i, "reason": reason})
-                    for i in dead
-                ]
-                uow.after_commit(partial(self.coordination.publish_many, announced))
-            uow.commit()
-        log.warning("turn_failed", items=len(plan.items), dead=len(dead), cause=cause)
-        return "dead" if dead else "failed"
+        return self._failures().settle(plan, epoch, cause)
 
 
 def _query(item: QueueItemRecord, event: EventRecord | None) -> QueryMessage:

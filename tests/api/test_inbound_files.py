@@ -118,7 +118,7 @@ def _seen_by_model(database: Database, clock: FakeClock, event_id: str) -> list[
         event = uow.ledger.events.get(event_id)
     assert event is not None
     rig = build_rig(database, clock)
-    rig.engine.attachments = PlatformFiles(
+    rig.turns.attachments = PlatformFiles(
         max_bytes=100_000, timeout_s=5.0, stored=LedgerFiles(database).fetch
     )
     session = rig.session()

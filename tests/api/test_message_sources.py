@@ -58,10 +58,10 @@ class Desk:
         )
         self.client = TestClient(create_app(self.graph))
         self.model = ScriptedModel()
-        engine = dataclasses.replace(self.graph.engine, model_for=lambda name: self.model)
+        turns = dataclasses.replace(self.graph.turns, model_for=lambda name: self.model)
         self.runner = SessionRunner(
             database=database,
-            engine=engine,
+            turns=turns,
             coordination=self.graph.coordination,
             doorbell=RecordingDoorbell(),
             clock=clock,

@@ -192,7 +192,7 @@ def test_the_turn_shows_the_config_it_ran_with_and_its_thinking(
     rig.model.push(Say("Done.", thinking="Let me think."))
     runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=InProcessCoordination(),
         doorbell=RecordingDoorbell(),
         clock=clock,

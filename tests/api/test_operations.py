@@ -84,7 +84,7 @@ def test_a_credential_a_tool_kept_from_a_host_is_counted_on_metrics(
 ) -> None:
     # The worker's graph counts in the ledger; the API's /metrics reads it from there.
     worker = bootstrap(Settings(), database=database, doorbell=RecordingDoorbell())
-    fetch = worker.engine.tools.get("http_fetch")
+    fetch = worker.turns.tools.get("http_fetch")
     assert fetch is not None
     context = ToolContext(
         session_id="s",

@@ -86,8 +86,8 @@ def _watched(
         seen.append(_step(client))
 
     rig = build_rig(database, clock)
-    rig.engine = dataclasses.replace(
-        rig.engine, publisher=coordination, commit_hooks=(look,), context_window=window
+    rig.turns = dataclasses.replace(
+        rig.turns, publisher=coordination, commit_hooks=(look,), context_window=window
     )
     return client, coordination, rig, seen
 
@@ -105,7 +105,7 @@ def _run(rig: Rig, coordination: InProcessCoordination, clock: FakeClock, text: 
         uow.commit()
     runner = SessionRunner(
         database=rig.database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=coordination,
         doorbell=RecordingDoorbell(),
         clock=clock,
@@ -157,7 +157,7 @@ def test_a_proactive_compaction_is_shown_as_compacting(
     session = rig.session("phases")
     for number in range(6):
         rig.say(session.id, f"question {number} " + "words " * 100)
-    rig.engine = dataclasses.replace(rig.engine, context_window=1_000)
+    rig.turns = dataclasses.replace(rig.turns, context_window=1_000)
     summarising: list[str] = []
 
     def summary(request: ModelRequest) -> Say:

@@ -53,7 +53,7 @@ def test_compact_over_http_is_queued_and_the_session_runner_carries_it_out(
         head_before = uow.ledger.sessions.get(session.id)
     runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=InProcessCoordination(),
         doorbell=doorbell,
         clock=clock,

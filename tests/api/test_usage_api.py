@@ -113,12 +113,12 @@ def test_a_price_change_does_not_rewrite_history_and_overrides_price_new_turns(
     session = rig.session("dm:usage")
     fake.reply_text("One.", input_tokens=1_000, output_tokens=100)
     rig.say(session.id, "one")  # 1,500 micro-dollars at the built-in price
-    rig.engine.prices = parse_prices(
+    rig.turns.prices = parse_prices(
         "version: acme-1\nmodels: {claude-haiku-4: {input: 2, output: 10}}"
     )
     fake.reply_text("Two.", input_tokens=1_000, output_tokens=100)
     rig.say(session.id, "two")  # 3,000 at the override
-    rig.engine.default_model = "claude-unknown-9"
+    rig.turns.default_model = "claude-unknown-9"
     fake.reply_text("Three.", input_tokens=7, output_tokens=1)
     rig.say(session.id, "three")  # unpriced
     client = _client(database)

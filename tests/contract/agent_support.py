@@ -12,7 +12,7 @@ from nexus.doorbell import RecordingDoorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.scripted import ScriptedModel
-from nexus.engine.service import Engine
+from nexus.engine.service import TurnService
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
 from nexus.queueing.coordination import Coordination, InProcessCoordination
@@ -42,7 +42,7 @@ def build_office(
     for tool in AgentTools(database, doorbell, max_depth=max_depth).tools():
         tools.register(tool)
     model = ScriptedModel()
-    engine = Engine(
+    turns = TurnService(
         database=database,
         model_for=lambda name: model,
         default_model="scripted",
@@ -64,7 +64,7 @@ def build_office(
         uow.commit()
     runner = SessionRunner(
         database=database,
-        engine=engine,
+        turns=turns,
         coordination=coordination or InProcessCoordination(),
         doorbell=doorbell,
         clock=clock,

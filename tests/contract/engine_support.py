@@ -15,7 +15,7 @@ from nexus.engine.model import ToolSpec
 from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import ScriptedModel
-from nexus.engine.service import Engine
+from nexus.engine.service import TurnService
 from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher
 from nexus.engine.tools import Tool, ToolContext, ToolRegistry
@@ -72,7 +72,7 @@ def capabilities_with(tool_names: Sequence[str]) -> CapabilityRegistry:
 
 @dataclass
 class Rig:
-    engine: Engine
+    turns: TurnService
     model: ScriptedModel
     publisher: RecordingPublisher
     signals: InProcessSignals
@@ -90,7 +90,7 @@ class Rig:
             agent = uow.ledger.agents.ensure(persona, system_prompt="You help with tests.")
             if permissions is not None:
                 uow.ledger.agents.configure(agent.id, permissions=permissions)
-            chosen = [self.engine.capabilities.get(c) for c in capabilities]
+            chosen = [self.turns.capabilities.get(c) for c in capabilities]
             uow.ledger.agents.set_capabilities(
                 agent.id, [(c.id, c.name, c.description, c.status) for c in chosen]
             )
@@ -102,7 +102,7 @@ class Rig:
         with self.database.unit_of_work() as uow:
             epoch = uow.ledger.sessions.claim(session_id)
             uow.commit()
-        return self.engine.run_turn(session_id, [QueryMessage(text=text, **query)], epoch=epoch)
+        return self.turns.run_turn(session_id, [QueryMessage(text=text, **query)], epoch=epoch)
 
 
 def build_rig(
@@ -117,7 +117,7 @@ def build_rig(
     model = ScriptedModel()
     publisher = RecordingPublisher()
     signals = InProcessSignals()
-    engine = Engine(
+    turns = TurnService(
         database=database,
         model_for=lambda name: model,
         default_model="scripted",
@@ -129,13 +129,13 @@ def build_rig(
         context_window=window,
         secrets=secrets or NoSecrets(),
     )
-    return Rig(engine, model, publisher, signals, database)
+    return Rig(turns, model, publisher, signals, database)
 
 
 def on_anthropic(rig: Rig, base_url: str, model: str, *, max_retries: int = 0) -> Rig:
     """The rig's engine answering through the real Anthropic SDK, at `base_url` (the fake
     Messages API), with `model` as its default."""
     port = AnthropicModel(api_key="sk-test", base_url=base_url, max_retries=max_retries)
-    rig.engine.model_for = lambda name: port
-    rig.engine.default_model = model
+    rig.turns.model_for = lambda name: port
+    rig.turns.default_model = model
     return rig

@@ -112,7 +112,7 @@ class OutboundRig:
 
         def run() -> str:
             self.rig.model.push(Say(reply))
-            outcome = self.rig.engine.run_turn(session.id, [query], epoch=epoch, source=stored)
+            outcome = self.rig.turns.run_turn(session.id, [query], epoch=epoch, source=stored)
             assert outcome.status == "committed", outcome
             return outcome.turn_id
 
@@ -138,7 +138,7 @@ def outbound_rig(
 ) -> OutboundRig:
     doorbell = RecordingDoorbell()
     rig = build_rig(database, clock)
-    rig.engine = dataclasses.replace(rig.engine, commit_hooks=(reply_hook(doorbell),))
+    rig.turns = dataclasses.replace(rig.turns, commit_hooks=(reply_hook(doorbell),))
     configured = platform_settings(fake, **settings)
     sleeps: list[float] = []
     service = DeliveryService(

@@ -34,7 +34,7 @@ def test_every_turn_carries_the_workspace_files(
     (tmp_path / "AGENTS.md").write_text("Always answer in French.")
     (tmp_path / "USER.md").write_text("The user is Ada.")
     rig = build_rig(database, clock)
-    rig.engine.workspace = Workspace(tmp_path)
+    rig.turns.workspace = Workspace(tmp_path)
     session = rig.session()
     rig.say(session.id, "hello")
     rig.say(session.id, "again")
@@ -45,7 +45,7 @@ def test_every_turn_carries_the_workspace_files(
             "[Workspace file AGENTS.md]\nAlways answer in French.\n\n"
             "[Workspace file USER.md]\nThe user is Ada."
         )
-    assert rig.engine.workspace.reads == 1  # the second turn found the files unchanged
+    assert rig.turns.workspace.reads == 1  # the second turn found the files unchanged
 
 
 def _office_with_a_careful_persona(database: Database, clock: FakeClock) -> Office:
@@ -123,7 +123,7 @@ def test_a_persona_reads_its_own_workspace_copy_and_its_workers_too(
     own.mkdir(parents=True)
     (own / "AGENTS.md").write_text("Atlas's rules.")
     office = build_office(database, clock)
-    office.runner.engine.workspace = Workspace(tmp_path)
+    office.runner.turns.workspace = Workspace(tmp_path)
     office.model.push(
         CallTools((("agent_send", {"op": "dispatch", "text": "price the flights"}),)), Say("ok")
     )

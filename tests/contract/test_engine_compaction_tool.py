@@ -185,7 +185,7 @@ def test_a_newer_run_fences_the_asked_compaction_but_not_the_turn(
     ) -> None:
         uow.ledger.sessions.claim(session.id)  # committed with the turn: the epoch moves on
 
-    rig.engine.commit_hooks = (newer_run_claims,)
+    rig.turns.commit_hooks = (newer_run_claims,)
     rig.model.push(CallTools(((COMPACT, {}),)), Say("done"))
     outcome = rig.say(session.id, "compact please")
 
@@ -203,8 +203,8 @@ def test_the_summary_model_writes_summaries_and_the_turn_model_answers(
     rig = build_rig(database, clock)
     cheap = ScriptedModel()
     ports: dict[str, ModelPort] = {"scripted": rig.model, "cheap-summariser": cheap}
-    rig.engine.model_for = ports.__getitem__
-    rig.engine.summary_model = "cheap-summariser"
+    rig.turns.model_for = ports.__getitem__
+    rig.turns.summary_model = "cheap-summariser"
     session = rig.session()
     _talk(rig, session.id, 2)
     outcome = rig.say(session.id, "/compact")
@@ -227,8 +227,8 @@ def test_an_unreachable_summary_model_still_compacts_with_a_digest(
             raise ModelUnavailable(f"model {name!r} needs ANTHROPIC_API_KEY")
         return rig.model
 
-    rig.engine.model_for = model_for
-    rig.engine.summary_model = "claude-haiku-4-5"
+    rig.turns.model_for = model_for
+    rig.turns.summary_model = "claude-haiku-4-5"
     session = rig.session()
     _talk(rig, session.id, 2)
     outcome = rig.say(session.id, "/compact")
@@ -252,8 +252,8 @@ def test_a_crash_in_the_asked_compaction_leaves_the_committed_turn_committed(
             raise RuntimeError("a bug in the summariser's wiring")
         return rig.model
 
-    rig.engine.model_for = model_for
-    rig.engine.summary_model = "broken-summariser"
+    rig.turns.model_for = model_for
+    rig.turns.summary_model = "broken-summariser"
     session = rig.session(capabilities=["compaction"])
     _talk(rig, session.id, 2)
     rig.model.push(CallTools(((COMPACT, {}),), text="Tidying."), Say("Done."))
@@ -274,7 +274,7 @@ def test_through_the_session_run_the_next_input_reads_the_summary(
     session = rig.session(capabilities=["compaction"])
     runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=InProcessCoordination(),
         doorbell=RecordingDoorbell(),
         clock=clock,

@@ -244,11 +244,11 @@ def test_the_deployments_engine_has_the_tools_and_reads_its_secrets_file(
     graph = bootstrap(
         Settings(secrets_file=str(secrets_file)), database=database, doorbell=RecordingDoorbell()
     )
-    engine = graph.engine  # built before the file exists: nothing is read yet
+    turns = graph.turns  # built before the file exists: nothing is read yet
     secrets_file.write_text(f'github = "{SECRET}"\n')
-    assert engine.secrets.secret("github") == SECRET
-    assert engine.tools.get("http_fetch") is not None
-    run_python = engine.tools.get("run_python")
+    assert turns.secrets.secret("github") == SECRET
+    assert turns.tools.get("http_fetch") is not None
+    run_python = turns.tools.get("run_python")
     assert run_python is not None and run_python.sandboxed
     assert graph.capabilities.resolve(["sandbox", "http"]).tool_names == (
         "run_python",

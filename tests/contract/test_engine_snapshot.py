@@ -38,13 +38,13 @@ def test_consecutive_turns_read_only_what_is_new(database: Database, clock: Fake
     session = rig.session()
     for number in range(6):
         rig.say(session.id, f"question {number}")
-    rig.engine.snapshot(session.id)
+    rig.turns.snapshot(session.id)
     with statements(database) as unchanged:
-        again = rig.engine.snapshot(session.id)
+        again = rig.turns.snapshot(session.id)
     rig.say(session.id, "one more")
     with statements(database) as after_own:
-        cached = rig.engine.snapshot(session.id)
-    fresh = dataclasses.replace(rig.engine, contexts=ContextCache(0)).snapshot(session.id)
+        cached = rig.turns.snapshot(session.id)
+    fresh = dataclasses.replace(rig.turns, contexts=ContextCache(0)).snapshot(session.id)
     # The head has not moved: the session read alone. One turn later, a turn this process
     # committed itself: still the session read alone, the turn is known from its commit.
     assert len(unchanged) == 1 and again.context.head is not None
@@ -64,8 +64,8 @@ def test_a_turn_committed_elsewhere_is_read_in_one_statement(
         mine.say(session.id, f"question {number}")
     theirs.say(session.id, "from another worker")
     with statements(database) as after_theirs:
-        cached = mine.engine.snapshot(session.id)
-    fresh = dataclasses.replace(mine.engine, contexts=ContextCache(0)).snapshot(session.id)
+        cached = mine.turns.snapshot(session.id)
+    fresh = dataclasses.replace(mine.turns, contexts=ContextCache(0)).snapshot(session.id)
     assert len(after_theirs) == 1 + 1  # the session, then the walk with its messages
     assert cached.context.rows_read == 1 + 1 + 2
     assert cached == dataclasses.replace(
@@ -80,7 +80,7 @@ def test_a_tool_turn_known_from_its_commit_is_what_a_read_gives(
     rig = build_rig(database, clock, tools=[lookup], granted=["lookup", "current_time"])
     session = rig.session(capabilities=["test_tools"])
     rig.say(session.id, "hello")
-    rig.engine.snapshot(session.id)
+    rig.turns.snapshot(session.id)
     rig.model.push(
         CallTools(
             (("lookup", {"q": "x", "b": {"d": 1, "c": 2}}), ("current_time", {})),
@@ -91,15 +91,15 @@ def test_a_tool_turn_known_from_its_commit_is_what_a_read_gives(
     )
     rig.say(session.id, "how many?", source=MessageSource.WEBHOOK)
     with statements(database) as seen:
-        cached = rig.engine.snapshot(session.id)
-    fresh = dataclasses.replace(rig.engine, contexts=ContextCache(0)).snapshot(session.id)
+        cached = rig.turns.snapshot(session.id)
+    fresh = dataclasses.replace(rig.turns, contexts=ContextCache(0)).snapshot(session.id)
     assert len(seen) == 1
     assert cached == dataclasses.replace(
         fresh, context=fresh.context.model_copy(update={"rows_read": cached.context.rows_read})
     )
     # What the model is shown next is the same, block for block.
-    shown = rig.engine._assemble(cached, ()).request.messages
-    assert shown == rig.engine._assemble(fresh, ()).request.messages
+    shown = rig.turns.reader().assemble(cached, ()).request.messages
+    assert shown == rig.turns.reader().assemble(fresh, ()).request.messages
 
 
 def test_turns_another_process_committed_are_read(database: Database, clock: FakeClock) -> None:
@@ -180,7 +180,7 @@ def test_each_turn_is_rendered_for_the_model_once(database: Database, clock: Fak
     for said in ("one", "two", "three"):
         rig.say(session.id, said)
     cache = ContextCache(10, turns=2)
-    views = dataclasses.replace(rig.engine, contexts=cache).snapshot(session.id).context.turns
+    views = dataclasses.replace(rig.turns, contexts=cache).snapshot(session.id).context.turns
     first = [cache.rendered(view) for view in views]
     assert first == [turn_pieces(view) for view in views]  # the same as rendering afresh
     again = [cache.rendered(view) for view in views[1:]]

@@ -222,7 +222,7 @@ def test_a_fenced_run_keeps_its_answer_as_a_superseded_attempt(
         stale_epoch = uow.ledger.sessions.claim(session.id)
         uow.ledger.sessions.claim(session.id)  # a newer run took the session meanwhile
         uow.commit()
-    outcome = rig.engine.run_turn(session.id, [QueryMessage("late")], epoch=stale_epoch)
+    outcome = rig.turns.run_turn(session.id, [QueryMessage("late")], epoch=stale_epoch)
     assert outcome.status == "fenced"
     with database.unit_of_work() as uow:
         view = uow.ledger.threads.get_turn(outcome.turn_id)
@@ -282,7 +282,7 @@ def test_a_model_calls_end_goes_out_with_what_follows_it(
     lookup = RecordingTool("lookup", answer={"found": 3})
     rig = build_rig(database, clock, tools=[lookup], granted=["lookup"])
     grouping = _Grouping()
-    rig.engine = dataclasses.replace(rig.engine, publisher=grouping)
+    rig.turns = dataclasses.replace(rig.turns, publisher=grouping)
     session = rig.session(capabilities=["test_tools"])
     rig.model.push(CallTools((("lookup", {"q": "x"}),)), Say("There are 3."))
     assert rig.say(session.id, "how many?").status == "committed"

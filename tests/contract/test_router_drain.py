@@ -304,10 +304,10 @@ def _inline(database: Database, clock: FakeClock) -> tuple[EventRouter, _Countin
     """A router that runs sessions inline with a real session run over the rig's engine."""
     coordination = _CountingAborts()
     # As deployed, the router and the turn publish to one stream store.
-    engine = dataclasses.replace(build_rig(database, clock).engine, publisher=coordination)
+    turns = dataclasses.replace(build_rig(database, clock).turns, publisher=coordination)
     runner = SessionRunner(
         database=database,
-        engine=engine,
+        turns=turns,
         coordination=coordination,
         doorbell=RecordingDoorbell(),
         clock=clock,

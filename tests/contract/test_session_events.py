@@ -29,7 +29,7 @@ def _rig(
 ) -> tuple[Rig, InProcessCoordination]:
     rig = build_rig(database, clock, **options)  # type: ignore[arg-type]
     coordination = InProcessCoordination()
-    rig.engine.publisher = coordination  # the stream as the SSE route reads it, marks and all
+    rig.turns.publisher = coordination  # the stream as the SSE route reads it, marks and all
     return rig, coordination
 
 

@@ -46,7 +46,7 @@ def _setup(database: Database, clock: FakeClock, *tools: RecordingTool) -> Setup
     doorbell = RecordingDoorbell()
     runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=coordination,
         doorbell=doorbell,
         clock=clock,
@@ -302,7 +302,7 @@ def test_25_messages_over_a_cap_of_20_drop_5_with_one_notice(
     rig = build_rig(database, clock)
     runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=InProcessCoordination(),
         doorbell=doorbell,
         clock=clock,
@@ -409,7 +409,7 @@ def test_a_run_never_answers_past_an_input_another_run_still_holds(
 
     raced = RacedRunner(
         database=database,
-        engine=setup.rig.engine,
+        turns=setup.rig.turns,
         coordination=setup.coordination,
         doorbell=setup.doorbell,
         clock=clock,
@@ -503,8 +503,8 @@ class _CutOff(RecordingPublisher):
 def _cut_off_setup(database: Database, clock: FakeClock) -> tuple[Setup, _CutOff]:
     setup = _setup(database, clock)
     cut_off = _CutOff()
-    engine = dataclasses.replace(setup.rig.engine, publisher=cut_off)
-    setup.runner = dataclasses.replace(setup.runner, engine=engine)
+    turns = dataclasses.replace(setup.rig.turns, publisher=cut_off)
+    setup.runner = dataclasses.replace(setup.runner, turns=turns)
     setup.rig.model.push(Say("never delivered"))
     return setup, cut_off
 

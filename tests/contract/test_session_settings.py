@@ -25,7 +25,7 @@ def _runner(database: Database, clock: FakeClock) -> tuple[SessionRunner, Record
     doorbell = RecordingDoorbell()
     runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=InProcessCoordination(),
         doorbell=doorbell,
         clock=clock,

@@ -38,7 +38,7 @@ def _send(rig: Rig, coordination: Coordination, text: str, mode: QueueMode) -> s
 def _runner(rig: Rig, coordination: Coordination, clock: Callable[[], int]) -> SessionRunner:
     return SessionRunner(
         database=rig.database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=coordination,
         doorbell=RecordingDoorbell(),
         clock=clock,
@@ -47,7 +47,7 @@ def _runner(rig: Rig, coordination: Coordination, clock: Callable[[], int]) -> S
 
 def _slow_first_use(rig: Rig, delay: Callable[[], None]) -> list[int]:
     """The model port's first use takes a while (a cold process imports the SDK then)."""
-    build, used = rig.engine.model_for, list[int]()
+    build, used = rig.turns.model_for, list[int]()
 
     def model_for(name: str) -> ModelPort:
         if not used:
@@ -55,7 +55,7 @@ def _slow_first_use(rig: Rig, delay: Callable[[], None]) -> list[int]:
         used.append(1)
         return build(name)
 
-    rig.engine.model_for = model_for
+    rig.turns.model_for = model_for
     return used
 
 

@@ -53,7 +53,7 @@ def _read(coordination: Coordination, session_id: str) -> list[StreamEntry]:
 def _runner(rig: Rig, coordination: Coordination, clock: FakeClock, **kw: Any) -> SessionRunner:
     return SessionRunner(
         database=rig.database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=coordination,
         doorbell=RecordingDoorbell(),
         clock=clock,
@@ -65,7 +65,7 @@ def test_a_queued_message_and_its_turn_publish_every_promised_event(
     database: Database, clock: FakeClock, coordination: Coordination
 ) -> None:
     rig = build_rig(database, clock)
-    rig.engine.publisher = coordination  # as bootstrap wires it
+    rig.turns.publisher = coordination  # as bootstrap wires it
     session = rig.session("dm:ent_stream")
     item_id = _queue(rig, session, coordination, "hello there")
     rig.model.push(Say("hi, how can I help"))
@@ -116,7 +116,7 @@ def test_drops_and_dead_letters_are_on_the_stream(
     database: Database, clock: FakeClock, coordination: Coordination
 ) -> None:
     rig = build_rig(database, clock)
-    rig.engine.publisher = coordination
+    rig.turns.publisher = coordination
     session = rig.session("dm:ent_drops")
     capped = QueuePolicy(cap=1, drop="old")
     first = _queue(rig, session, coordination, "first", queueing=capped)

@@ -50,7 +50,7 @@ def _rig(database: Database, clock: FakeClock, fake: FakeAnthropicServer, files:
         fake.base_url,
         MODEL,
     )
-    rig.engine.attachments = PlatformFiles(
+    rig.turns.attachments = PlatformFiles(
         max_bytes=100_000,
         timeout_s=5.0,
         telegram_token=TELEGRAM_TOKEN,

@@ -121,7 +121,7 @@ def test_a_thinking_tool_loop_sends_the_signed_thinking_back_unchanged(
     first, second = (received.body for received in fake.requests)
     for body in (first, second):
         assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-        assert body["max_tokens"] == 2048 + rig.engine.max_tokens
+        assert body["max_tokens"] == 2048 + rig.turns.max_tokens
     signed = {"type": "thinking", "thinking": "Look it up.", "signature": "sig_A"}
     redacted = {"type": "redacted_thinking", "data": "Opaque=="}
     answer = second["messages"][-2]

@@ -30,7 +30,7 @@ def served(
 ) -> Iterator[tuple[str, Rig]]:
     """A real uvicorn server whose engine publishes to the coordination the API reads."""
     rig = build_rig(database, clock)
-    rig.engine.publisher = coordination
+    rig.turns.publisher = coordination
     app = create_app(
         bootstrap(
             Settings(api_tokens="tok"),
@@ -138,7 +138,7 @@ def test_a_sent_message_streams_its_queue_progress_and_message_events(
     rig.model.push(Say("nothing much"))
     runner = SessionRunner(
         database=rig.database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=coordination,
         doorbell=RecordingDoorbell(),
         clock=clock,

@@ -55,7 +55,7 @@ def _lose_stream(coordination: Coordination, session_id: str) -> None:
 @pytest.fixture
 def rig(served: Served) -> Rig:
     rig = build_rig(served.graph.database, FakeClock())
-    rig.engine.publisher = served.graph.coordination  # as a worker publishes
+    rig.turns.publisher = served.graph.coordination  # as a worker publishes
     return rig
 
 
@@ -126,7 +126,7 @@ def test_events_lost_while_a_turn_runs_are_sent_when_it_commits(served: Served) 
     and the client is back before the turn commits: the ledger does not have the turn yet,
     so the lost events come from it once the commit's report shows the gap — each once."""
     rig = build_rig(served.graph.database, FakeClock(), tools=[], granted=[])
-    rig.engine.publisher = served.graph.coordination
+    rig.turns.publisher = served.graph.coordination
     url = f"{served.base}/v1/sessions/dm:gap/stream"
     back: list[Listener] = []
     first = Listener(url, stop_after=2)
@@ -139,8 +139,8 @@ def test_events_lost_while_a_turn_runs_are_sent_when_it_commits(served: Served) 
         back.append(listener)
 
     tool = RecordingTool("pause", on_call=lose_and_reconnect)
-    rig.engine.tools = registry_with(tool)
-    rig.engine.capabilities = capabilities_with(["pause"])
+    rig.turns.tools = registry_with(tool)
+    rig.turns.capabilities = capabilities_with(["pause"])
     session = rig.session("dm:gap", capabilities=["test_tools"])
     first.connected()
     rig.model.push(CallTools((("pause", {}),), text="Wait."), Say("Done."))

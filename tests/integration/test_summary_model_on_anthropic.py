@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from nexus.bootstrap import bootstrap
+from nexus.compaction.summarize import SUMMARIZER_PROMPT
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.summarize import SUMMARIZER_PROMPT
 from nexus.ledger.enums import TurnType
 from nexus.ledger.models import Compaction, table_of
 from nexus.settings import Settings
@@ -57,7 +57,7 @@ def test_a_tool_asked_compaction_is_summarised_by_the_summary_model(
         summary_model=SUMMARY_MODEL,
     )
     rig = build_rig(pg_database, clock)
-    rig.engine = bootstrap(settings, database=pg_database, doorbell=RecordingDoorbell()).engine
+    rig.turns = bootstrap(settings, database=pg_database, doorbell=RecordingDoorbell()).turns
     session = rig.session(capabilities=["compaction"])
     fake.reply_text("Noted: INV-7, due Friday.")
     rig.say(session.id, "the invoice is INV-7, due Friday")

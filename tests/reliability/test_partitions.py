@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from nexus.db import Database
-from nexus.sessions.runner import RETRY_BACKOFF_MS
+from nexus.sessions.failures import RETRY_BACKOFF_MS
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.platform_server import FakePlatforms
 from tests.integration.processes import fast_beat, nexus_process, telegram_update

@@ -17,7 +17,7 @@ from nexus.settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 # Constructing any of these is wiring: only the composition root may do it.
 WIRING = re.compile(
-    r"\b(Database|SessionRunner|Engine|HookRunner|DeliveryService|CeleryDoorbell|ModelCatalog"
+    r"\b(Database|SessionRunner|TurnService|HookRunner|DeliveryService|CeleryDoorbell|ModelCatalog"
     r"|InProcessCoordination|DeferredDoorbell|AgentTools|InProcessRateLimiter)\("
     r"|RedisCoordination\.from_url|RedisRateLimiter\.from_url"
     r"|\b(create_celery|build_senders|build_adapters|load_policies)\("
@@ -76,11 +76,11 @@ def test_parts_are_built_once_on_first_use_and_can_be_replaced(tmp_path: Path) -
     doorbell, coordination = RecordingDoorbell(), InProcessCoordination()
     graph = bootstrap(_embedded(tmp_path), doorbell=doorbell, coordination=coordination)
     # Nothing is connected before it is used (invariant 8, docs/architecture.md).
-    assert graph.database._engine is None and "engine" not in vars(graph)
+    assert graph.database._engine is None and "turns" not in vars(graph)
     assert graph.doorbell is doorbell and graph.coordination is coordination
-    assert graph.engine is graph.engine and graph.session_runner.engine is graph.engine
+    assert graph.turns is graph.turns and graph.session_runner.turns is graph.turns
     assert graph.session_runner.doorbell is doorbell
-    assert graph.engine.publisher is coordination and graph.engine.capabilities is (
+    assert graph.turns.publisher is coordination and graph.turns.capabilities is (
         graph.capabilities
     )
 

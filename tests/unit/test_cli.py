@@ -370,7 +370,7 @@ def test_compact_asks_the_server_whose_runner_compacts_with_the_servers_settings
     ring = RunOnRing()
     ring.runner = SessionRunner(
         database=database,
-        engine=rig.engine,
+        turns=rig.turns,
         coordination=InProcessCoordination(),
         doorbell=ring,
         clock=clock,

@@ -39,7 +39,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Nexus]:
 
 @pytest.fixture
 def three_turns(server: Nexus) -> list[str]:
-    database, engine = server.database, server.engine
+    database, turns = server.database, server.turns
     with database.unit_of_work() as uow:
         persona = uow.ledger.agents.ensure("assistant")
         session = uow.ledger.sessions.ensure(NewSession(label="dm:ent_cli", persona_id=persona.id))
@@ -49,7 +49,7 @@ def three_turns(server: Nexus) -> list[str]:
         with database.unit_of_work() as uow:
             epoch = uow.ledger.sessions.claim(session.id)
             uow.commit()
-        turn_ids.append(engine.run_turn(session.id, [QueryMessage(text)], epoch=epoch).turn_id)
+        turn_ids.append(turns.run_turn(session.id, [QueryMessage(text)], epoch=epoch).turn_id)
     return turn_ids
 
 
@@ -129,13 +129,13 @@ def test_tree_shows_the_chain_and_its_forks(three_turns: list[str]) -> None:
 def test_tree_shows_a_compaction_with_its_summary_first_line(
     three_turns: list[str], server: Nexus
 ) -> None:
-    database, engine = server.database, server.engine  # the offline model
+    database, turns = server.database, server.turns  # the offline model
     with database.unit_of_work() as uow:
         session = uow.ledger.sessions.resolve("dm:ent_cli")
         assert session is not None
         epoch = uow.ledger.sessions.claim(session.id)
         uow.commit()
-    compaction = engine.compact(session.id, epoch=epoch)
+    compaction = turns.compaction().compact(session.id, epoch=epoch)
     assert compaction.status == "committed" and compaction.summary
     headline = compaction.summary.splitlines()[0]
     assert "the invoice is due Friday" in headline

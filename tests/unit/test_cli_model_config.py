@@ -68,7 +68,7 @@ def test_turn_and_tree_show_the_thinking_and_the_model_settings(server: Nexus) -
         CallTools((("current_time", {}),), thinking="What time is it there?"),
         Say("It is noon.", thinking="The clock says noon."),
     )
-    engine = dataclasses.replace(server.engine, model_for=lambda name: model)
+    turns = dataclasses.replace(server.turns, model_for=lambda name: model)
     _run("send", "chat", "hello")  # creates the session
     with server.database.unit_of_work() as uow:
         session = uow.ledger.sessions.resolve("chat")
@@ -76,7 +76,7 @@ def test_turn_and_tree_show_the_thinking_and_the_model_settings(server: Nexus) -
         epoch = uow.ledger.sessions.claim(session.id)
         uow.commit()
     query = QueryMessage("what time?", model_overrides={"thinking": {"budget_tokens": 2048}})
-    turn_id = engine.run_turn(session.id, [query], epoch=epoch).turn_id
+    turn_id = turns.run_turn(session.id, [query], epoch=epoch).turn_id
     shown = _run("turn", turn_id)
     assert "model=scripted thinking=2048 max_tokens=6144" in shown
     assert "[thinking] What time is it there?" in shown

@@ -37,7 +37,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Nexus]:
 
 
 def _turns(server: Nexus, label: str, *texts: str) -> list[str]:
-    database, engine = server.database, server.engine
+    database, turns = server.database, server.turns
     with database.unit_of_work() as uow:
         persona = uow.ledger.agents.ensure("assistant")
         session = uow.ledger.sessions.ensure(NewSession(label=label, persona_id=persona.id))
@@ -47,7 +47,7 @@ def _turns(server: Nexus, label: str, *texts: str) -> list[str]:
         with database.unit_of_work() as uow:
             epoch = uow.ledger.sessions.claim(session.id)
             uow.commit()
-        turn_ids.append(engine.run_turn(session.id, [QueryMessage(text)], epoch=epoch).turn_id)
+        turn_ids.append(turns.run_turn(session.id, [QueryMessage(text)], epoch=epoch).turn_id)
     return turn_ids
 
 

@@ -152,6 +152,6 @@ def test_a_worker_with_a_bad_price_file_does_not_start(tmp_path: Path) -> None:
     file.write_text('{"models": {"local-llm": {"input": 1, "output": 2}}}')
     graph = bootstrap_worker(Settings(database_url=f"sqlite:///{tmp_path}/x.db", prices=str(file)))
     try:
-        assert graph.engine.prices.cost("local-llm-7b", TokenUsage(output_tokens=3)).micros == 6
+        assert graph.turns.prices.cost("local-llm-7b", TokenUsage(output_tokens=3)).micros == 6
     finally:
         graph.close()

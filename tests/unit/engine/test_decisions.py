@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nexus.engine import budget
-from nexus.engine.compaction_policy import (
+from nexus.compaction.policy import (
     OVERFLOW_TARGET,
     PROACTIVE_TARGET,
     TurnCost,
@@ -15,6 +14,7 @@ from nexus.engine.compaction_policy import (
     plan_compaction,
     should_compact,
 )
+from nexus.engine import budget
 from nexus.engine.permissions import ToolPermissions, from_persona, tool_allowed
 
 

@@ -1,4 +1,5 @@
-"""When to compact and what to keep (docs/engine.md): pure decisions over per-turn costs.
+"""When to compact and what to keep (docs/engine.md, "Compaction"): pure decisions over
+per-turn costs; no I/O.
 
 The unit is the whole turn. A turn holds its tool calls together with their results, so
 cutting between turns can never separate a tool_use from its tool_result.
