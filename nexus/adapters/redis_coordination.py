@@ -16,7 +16,7 @@ import redis.asyncio
 from redis.exceptions import LockError
 
 from nexus.engine.query import QueryMessage
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.coordination import CoordinationUnavailable, Steer
 from nexus.queueing.running import RUNNING_TTL_S, RunningTurn, change_for, running_from

@@ -14,7 +14,7 @@ from nexus.api.deps import AUTHENTICATED, NexusDep
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.replay import replay
-from nexus.engine.stream import QUEUE_ITEM_QUEUED
+from nexus.engine.stream_events import QUEUE_ITEM_QUEUED
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.repository import NotFound
 from nexus.ledger.repository.dead_letters import DeadLetter

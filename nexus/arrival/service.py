@@ -21,7 +21,7 @@ from nexus.arrival.settings import Arrival, archived_reason
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.query import QueryMessage
-from nexus.engine.stream import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED, StreamEvent
+from nexus.engine.stream_events import QUEUE_ITEM_DROPPED, QUEUE_ITEM_QUEUED, StreamEvent
 from nexus.ledger.enums import MessageSource, QueueMode, SessionStatus
 from nexus.ledger.records import EventRecord, NewQueueItem, QueueItemRecord, SessionRecord
 from nexus.ledger.repository import SessionArchived, SessionDeleted

@@ -26,7 +26,8 @@ from nexus.engine.model_config import EffectiveConfig
 from nexus.engine.outcomes import CompactionOutcome, Snapshot, TurnOutcome, reported
 from nexus.engine.query import QueryMessage
 from nexus.engine.reading import SessionReader
-from nexus.engine.stream import CONTEXT_COMPACTING, Report, StreamEvent, StreamPublisher
+from nexus.engine.stream import Report, StreamPublisher
+from nexus.engine.stream_events import CONTEXT_COMPACTING, StreamEvent
 from nexus.engine.tools import CompactionAsk
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import CompactionTrigger, Disposition, QueueStatus

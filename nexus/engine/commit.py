@@ -14,7 +14,8 @@ from nexus.engine.kept import keep_turn_events
 from nexus.engine.model_config import EffectiveConfig
 from nexus.engine.outcomes import CommitHook, reported
 from nexus.engine.query import QueryMessage
-from nexus.engine.stream import TURN_COMPLETING, Report, StreamEvent, StreamPublisher
+from nexus.engine.stream import Report, StreamPublisher
+from nexus.engine.stream_events import TURN_COMPLETING, StreamEvent
 from nexus.engine.tools import AfterTurn, Effect
 from nexus.engine.turn import TurnResult
 from nexus.ids import Clock

@@ -10,16 +10,18 @@ from dataclasses import dataclass
 from nexus.db.unit_of_work import run_after_commit
 from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.stream import (
-    SESSION_COMPLETED,
-    SESSION_FAILED,
-    SESSION_STARTED,
     KeepingPublisher,
     KeptEvents,
     LeadingPublisher,
     Report,
-    StreamEvent,
     StreamPublisher,
     worker_name,
+)
+from nexus.engine.stream_events import (
+    SESSION_COMPLETED,
+    SESSION_FAILED,
+    SESSION_STARTED,
+    StreamEvent,
 )
 from nexus.ledger.enums import TurnStatus
 

@@ -8,15 +8,8 @@ from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.engine.credentials import Scrubber
-from nexus.engine.stream import (
-    MESSAGE_DELTA,
-    SESSION_COMPLETED,
-    LeadingPublisher,
-    Mark,
-    Report,
-    StreamEvent,
-    StreamPublisher,
-)
+from nexus.engine.stream import LeadingPublisher, Mark, Report, StreamPublisher
+from nexus.engine.stream_events import MESSAGE_DELTA, SESSION_COMPLETED, StreamEvent
 
 
 def keep_turn_events(

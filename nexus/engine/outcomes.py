@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nexus.db import UnitOfWork
-from nexus.engine.stream import StreamEvent, committed
+from nexus.engine.stream import committed
+from nexus.engine.stream_events import StreamEvent
 from nexus.engine.turn import TurnResult
 from nexus.ledger.records import (
     AgentRecord,

@@ -28,7 +28,8 @@ from nexus.engine.prefix_sums import PrefixSums
 from nexus.engine.query import QueryMessage
 from nexus.engine.reading import SessionReader
 from nexus.engine.signals import NoSignals, TurnSignals
-from nexus.engine.stream import NullPublisher, Report, StreamEvent, StreamPublisher
+from nexus.engine.stream import NullPublisher, Report, StreamPublisher
+from nexus.engine.stream_events import StreamEvent
 from nexus.engine.tools import AfterTurn, Effect, ToolContext, ToolRegistry
 from nexus.engine.turn import TurnMachine
 from nexus.engine.workspace import Workspace

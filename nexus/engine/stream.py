@@ -13,44 +13,19 @@ from typing import Any, NamedTuple, Protocol
 import structlog
 
 from nexus.db.unit_of_work import run_after_commit
+from nexus.engine.stream_events import (
+    MESSAGE_CREATED,
+    QUEUE_ITEM_CONSUMED,
+    TURN_COMMITTED,
+    StreamEvent,
+)
 
 log = structlog.get_logger(__name__)
-
-STEP_STARTED = "step.started"
-STEP_GENERATING = "step.generating"
-STEP_GENERATED = "step.generated"
-STEP_ERROR = "step.error"
-STEP_THINKING = "step.thinking"  # extended thinking as it streams, joined per interval
-MESSAGE_DELTA = "message.delta"
-MESSAGE_CREATED = "message.created"
-TOOL_STARTED = "tool.started"
-TOOL_COMPLETED = "tool.completed"
-SESSION_STARTED = "session.started"
-SESSION_COMPLETED = "session.completed"
-SESSION_FAILED = "session.failed"
-TURN_COMMITTED = "turn.committed"
-# A turn's phases besides its model calls and tools: compacting the context (proactive,
-# on overflow, or asked for) and committing what it came to.
-CONTEXT_COMPACTING = "context.compacting"
-TURN_COMPLETING = "turn.completing"
-# A queue item's life, each published after the commit that decided it.
-QUEUE_ITEM_QUEUED = "queue.item.queued"
-QUEUE_ITEM_CONSUMED = "queue.item.consumed"  # consumed, batched or injected by a turn
-QUEUE_ITEM_DROPPED = "queue.item.dropped"  # over the cap, or cancelled
-QUEUE_ITEM_DEAD = "queue.item.dead"  # dead-lettered after its last attempt
 
 
 def worker_name() -> str:
     """Which process runs a turn, as `host:pid` (what `session.started` says)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class StreamEvent(NamedTuple):
-    session_id: str
-    type: str
-    data: dict[str, Any]
-    # Where the event sits in the ledger's copy (see `Mark`): "" for an event not kept.
-    at: str = ""
 
 
 class StreamPublisher(Protocol):

@@ -26,8 +26,8 @@ from nexus.engine.model import (
 )
 from nexus.engine.query import QueryMessage
 from nexus.engine.signals import TurnSignals
-from nexus.engine.stream import (
-    DELTA_INTERVAL_S,
+from nexus.engine.stream import DELTA_INTERVAL_S, DeltaCoalescer, LeadingPublisher, StreamPublisher
+from nexus.engine.stream_events import (
     MESSAGE_DELTA,
     STEP_ERROR,
     STEP_GENERATED,
@@ -36,10 +36,7 @@ from nexus.engine.stream import (
     STEP_THINKING,
     TOOL_COMPLETED,
     TOOL_STARTED,
-    DeltaCoalescer,
-    LeadingPublisher,
     StreamEvent,
-    StreamPublisher,
 )
 from nexus.engine.toolbox import Toolbox
 from nexus.engine.tools import ToolContext

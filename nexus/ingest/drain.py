@@ -14,7 +14,7 @@ from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, Doorbell
 from nexus.engine.query import QueryMessage
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.ingest.batch import ROUTE_BATCH, ProcessedEvent, route_waiting
 from nexus.ledger.records import EventRecord, QueueItemRecord
 from nexus.sessions.claims import InlineClaim

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nexus.engine.query import QueryMessage
-from nexus.engine.stream import RecordingPublisher, StreamEvent
+from nexus.engine.stream import RecordingPublisher
+from nexus.engine.stream_events import StreamEvent
 from nexus.queueing.running import RunningTurn, change_for, running_from
 from nexus.queueing.stream_log import InProcessStreamLog, StreamEntry
 

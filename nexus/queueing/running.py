@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nexus.engine.stream import (
+from nexus.engine.stream_events import (
     CONTEXT_COMPACTING,
     SESSION_COMPLETED,
     SESSION_FAILED,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.ledger.records import EventRecord
 from nexus.ledger.repository.snapshots import SessionSnapshot
 from nexus.queueing.coordination import Lease

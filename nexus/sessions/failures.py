@@ -11,7 +11,7 @@ import structlog
 from nexus.agents.results import report_dead
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.engine.stream import QUEUE_ITEM_DEAD, StreamEvent
+from nexus.engine.stream_events import QUEUE_ITEM_DEAD, StreamEvent
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus, TurnStatus
 from nexus.ledger.records import TurnDraft

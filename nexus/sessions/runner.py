@@ -20,7 +20,7 @@ from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
 from nexus.engine.service import TurnService
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.ids import Clock, now_ms
 from nexus.ledger.enums import (
     OPEN_QUEUE_STATUSES,

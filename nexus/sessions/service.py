@@ -23,7 +23,7 @@ from nexus.arrival.service import refuse_archived
 from nexus.arrival.settings import check_model, turn_layer
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.engine.stream import QUEUE_ITEM_DROPPED
+from nexus.engine.stream_events import QUEUE_ITEM_DROPPED
 from nexus.ledger.enums import Disposition, MessageSource, QueueMode, QueueStatus, SessionOrigin
 from nexus.ledger.records import (
     NewSession,

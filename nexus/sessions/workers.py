@@ -10,7 +10,7 @@ from nexus.agents.cancel import Cancelled, cancel_worker
 from nexus.agents.dispatched import Dispatched, DispatchKey, dispatched_page
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
-from nexus.engine.stream import QUEUE_ITEM_DROPPED
+from nexus.engine.stream_events import QUEUE_ITEM_DROPPED
 from nexus.ledger.repository.workers import Activity
 from nexus.queueing.coordination import Coordination
 from nexus.sessions.entries import get

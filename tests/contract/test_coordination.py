@@ -8,7 +8,7 @@ import time
 import uuid
 
 from nexus.engine.query import QueryMessage
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.coordination import Coordination, Steer
 from nexus.queueing.keepalive import KeepAlive

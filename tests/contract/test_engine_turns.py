@@ -11,7 +11,8 @@ from nexus.db import Database
 from nexus.engine.model import ModelError, ModelRequest
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import SCRIPTED_NOTICE, CallTools, Fail, Say, ScriptStep
-from nexus.engine.stream import RecordingPublisher, StreamEvent
+from nexus.engine.stream import RecordingPublisher
+from nexus.engine.stream_events import StreamEvent
 from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus
 from tests.contract.engine_support import RecordingTool, build_rig
 from tests.support import FakeClock

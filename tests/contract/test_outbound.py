@@ -16,7 +16,7 @@ from nexus.access.policy import load_policies
 from nexus.arrival.messages import merge_people
 from nexus.db import Database
 from nexus.engine.scripted import Say
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.event import Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import DeliveryStatus

@@ -12,7 +12,7 @@ from nexus.access.policy import load_policies, parse_policies
 from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import ROUTER_PENDING, CoalescingDoorbell, RecordingDoorbell
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.batch import ProcessedEvent, route_waiting
 from nexus.ingest.drain import EventRouter

@@ -17,7 +17,8 @@ from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
 from nexus.engine.scripted import CallTools, Fail, Say
-from nexus.engine.stream import RecordingPublisher, StreamEvent
+from nexus.engine.stream import RecordingPublisher
+from nexus.engine.stream_events import StreamEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus, TurnType
 from nexus.ledger.records import EventDraft, NewQueueItem, QueueItemRecord

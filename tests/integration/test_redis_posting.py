@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from nexus.adapters.redis_coordination import RedisCoordination
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from tests.services import REDIS_URL
 from tests.support import redis_coordination
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nexus.engine.stream import StreamEvent
+from nexus.engine.stream_events import StreamEvent
 from nexus.queueing.running import change_for
 
 
