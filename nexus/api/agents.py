@@ -6,14 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from nexus.agents import service as personas
 from nexus.agents.service import CapabilityRefused, Persona
-from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, NexusDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.engine.addresses import MAX_ALLOWED
@@ -26,9 +26,7 @@ from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.ledger.strings import AgentId, CapabilityId, Key, ModelName, PersonaName
 from nexus.secrets_file import CREDENTIAL_ID_PATTERN
 
-router = APIRouter(
-    prefix="/v1", tags=["agents"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
-)
+router = v1_router("/v1", "agents", 404, 409)
 
 # Persona names end up in session labels (system:persona:NAME), so no control characters.
 Name = PersonaName

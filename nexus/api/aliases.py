@@ -4,23 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 from pydantic import BaseModel, ConfigDict
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.people import service as people
 from nexus.people.service import AliasExists
 
-router = APIRouter(
-    prefix="/v1/aliases",
-    tags=["aliases"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/aliases", "aliases", 404, 409)
 
 
 class CreateAlias(BaseModel):

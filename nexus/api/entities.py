@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, NexusDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.messages import merge_people
 from nexus.ledger.records import EntityRecord
@@ -19,12 +19,7 @@ from nexus.ledger.strings import EntityId, EntityKind, Key, Platform, SenderId
 from nexus.people import service as people
 from nexus.people.service import NothingToChange
 
-router = APIRouter(
-    prefix="/v1/entities",
-    tags=["entities"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/entities", "entities", 404, 409)
 
 Principal = Literal["owner", "known"]
 Name = Annotated[str, Key(200, "an entity name")]
