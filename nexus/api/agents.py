@@ -13,7 +13,7 @@ from pydantic.json_schema import SkipJsonSchema
 from nexus.agents import service as personas
 from nexus.agents.service import CapabilityRefused, Persona
 from nexus.api.deps import DatabaseDep, NexusDep, v1_router
-from nexus.api.errors import ApiError
+from nexus.api.errors import Answers, ApiError, answering
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.engine.addresses import MAX_ALLOWED
@@ -193,17 +193,20 @@ def _view(persona: Persona) -> AgentView:
     )
 
 
+_ANSWERS: Answers = {
+    NotFound: (404, "not_found"),
+    LedgerConflict: (409, "conflict"),
+    ModelConfigError: (422, "invalid_model_config"),
+}
+
+
 @contextmanager
 def _answered() -> Iterator[None]:
-    """The personas service's errors as the API answers them."""
+    """The personas service's errors as the API answers them: a refused capability list
+    with the kind its class names."""
     try:
-        yield
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "conflict", str(error)) from error
-    except ModelConfigError as error:
-        raise ApiError(422, "invalid_model_config", str(error)) from error
+        with answering(_ANSWERS):
+            yield
     except CapabilityRefused as error:
         raise ApiError(400, error.code, str(error)) from error
 

@@ -8,7 +8,7 @@ from fastapi import Depends
 from pydantic import BaseModel, ConfigDict
 
 from nexus.api.deps import DatabaseDep, v1_router
-from nexus.api.errors import ApiError
+from nexus.api.errors import Answers, ApiError, answering
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
@@ -43,6 +43,14 @@ def _view(found: people.Alias) -> AliasView:
     )
 
 
+# AliasExists before LedgerConflict, which it is a kind of: any other conflict is a circle.
+_ADD_ANSWERS: Answers = {
+    NotFound: (404, "not_found"),
+    AliasExists: (409, "alias_exists"),
+    LedgerConflict: (409, "alias_cycle"),
+}
+
+
 @router.get("")
 def list_aliases(
     database: DatabaseDep, page: Annotated[PageRequest, Depends(page_request)]
@@ -59,16 +67,9 @@ def create_alias(body: CreateAlias, database: DatabaseDep) -> AliasView:
     """What is addressed to `alias` goes to `session` from now on: the router, the API and
     agents all resolve through it. An alias wins over a session with its label (that
     session keeps its history and stops receiving). A circle is refused (409)."""
-    try:
-        with database.unit_of_work() as uow:
-            added = people.add_alias(uow, body.alias, body.session)
-            uow.commit()
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except AliasExists as error:
-        raise ApiError(409, "alias_exists", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "alias_cycle", str(error)) from error
+    with answering(_ADD_ANSWERS), database.unit_of_work() as uow:
+        added = people.add_alias(uow, body.alias, body.session)
+        uow.commit()
     return _view(added)
 
 
