@@ -280,15 +280,7 @@ def list_capabilities(graph: NexusDep) -> CapabilityList:
     """The capabilities this deployment knows, in registry order."""
     return CapabilityList(
         items=[
-            CapabilityView(
-                id=c.id,
-                name=c.name,
-                description=c.description,
-                status=c.status,
-                icon=c.icon,
-                category=c.category,
-            )
-            for c in graph.capabilities.all()
+            CapabilityView.model_validate(c, from_attributes=True) for c in graph.capabilities.all()
         ]
     )
 

@@ -34,13 +34,7 @@ class AliasView(BaseModel):
 
 
 def _view(found: people.Alias) -> AliasView:
-    return AliasView(
-        alias=found.alias,
-        session=found.session,
-        resolves_to=found.resolves_to,
-        reason=found.reason,
-        created_at=found.created_at,
-    )
+    return AliasView.model_validate(found, from_attributes=True)
 
 
 # AliasExists before LedgerConflict, which it is a kind of: any other conflict is a circle.
