@@ -6,14 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from nexus.agents import service as personas
 from nexus.agents.service import CapabilityRefused, Persona
-from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, NexusDep, v1_router
+from nexus.api.errors import Answers, ApiError, answering
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.engine.addresses import MAX_ALLOWED
@@ -26,9 +26,7 @@ from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.ledger.strings import AgentId, CapabilityId, Key, ModelName, PersonaName
 from nexus.secrets_file import CREDENTIAL_ID_PATTERN
 
-router = APIRouter(
-    prefix="/v1", tags=["agents"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
-)
+router = v1_router("/v1", "agents", 404, 409)
 
 # Persona names end up in session labels (system:persona:NAME), so no control characters.
 Name = PersonaName
@@ -195,17 +193,20 @@ def _view(persona: Persona) -> AgentView:
     )
 
 
+_ANSWERS: Answers = {
+    NotFound: (404, "not_found"),
+    LedgerConflict: (409, "conflict"),
+    ModelConfigError: (422, "invalid_model_config"),
+}
+
+
 @contextmanager
 def _answered() -> Iterator[None]:
-    """The personas service's errors as the API answers them."""
+    """The personas service's errors as the API answers them: a refused capability list
+    with the kind its class names."""
     try:
-        yield
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "conflict", str(error)) from error
-    except ModelConfigError as error:
-        raise ApiError(422, "invalid_model_config", str(error)) from error
+        with answering(_ANSWERS):
+            yield
     except CapabilityRefused as error:
         raise ApiError(400, error.code, str(error)) from error
 
@@ -279,15 +280,7 @@ def list_capabilities(graph: NexusDep) -> CapabilityList:
     """The capabilities this deployment knows, in registry order."""
     return CapabilityList(
         items=[
-            CapabilityView(
-                id=c.id,
-                name=c.name,
-                description=c.description,
-                status=c.status,
-                icon=c.icon,
-                category=c.category,
-            )
-            for c in graph.capabilities.all()
+            CapabilityView.model_validate(c, from_attributes=True) for c in graph.capabilities.all()
         ]
     )
 

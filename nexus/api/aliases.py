@@ -4,23 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 from pydantic import BaseModel, ConfigDict
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, v1_router
+from nexus.api.errors import Answers, ApiError, answering
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.ledger.records import NewSessionLabel, SessionLabel
 from nexus.ledger.repository import LedgerConflict, NotFound
 from nexus.people import service as people
 from nexus.people.service import AliasExists
 
-router = APIRouter(
-    prefix="/v1/aliases",
-    tags=["aliases"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/aliases", "aliases", 404, 409)
 
 
 class CreateAlias(BaseModel):
@@ -39,13 +34,15 @@ class AliasView(BaseModel):
 
 
 def _view(found: people.Alias) -> AliasView:
-    return AliasView(
-        alias=found.alias,
-        session=found.session,
-        resolves_to=found.resolves_to,
-        reason=found.reason,
-        created_at=found.created_at,
-    )
+    return AliasView.model_validate(found, from_attributes=True)
+
+
+# AliasExists before LedgerConflict, which it is a kind of: any other conflict is a circle.
+_ADD_ANSWERS: Answers = {
+    NotFound: (404, "not_found"),
+    AliasExists: (409, "alias_exists"),
+    LedgerConflict: (409, "alias_cycle"),
+}
 
 
 @router.get("")
@@ -64,16 +61,9 @@ def create_alias(body: CreateAlias, database: DatabaseDep) -> AliasView:
     """What is addressed to `alias` goes to `session` from now on: the router, the API and
     agents all resolve through it. An alias wins over a session with its label (that
     session keeps its history and stops receiving). A circle is refused (409)."""
-    try:
-        with database.unit_of_work() as uow:
-            added = people.add_alias(uow, body.alias, body.session)
-            uow.commit()
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except AliasExists as error:
-        raise ApiError(409, "alias_exists", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "alias_cycle", str(error)) from error
+    with answering(_ADD_ANSWERS), database.unit_of_work() as uow:
+        added = people.add_alias(uow, body.alias, body.session)
+        uow.commit()
     return _view(added)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request, Security
+from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from nexus.api.auth import Caller, TokenCheck
+from nexus.api.errors import error_responses
 from nexus.bootstrap import Nexus
 from nexus.db import Database
 from nexus.doorbell import Doorbell
@@ -89,3 +90,11 @@ SettingsDep = Annotated[Settings, Depends(settings)]
 CallerDep = Annotated[Caller, Depends(caller)]
 # For routers whose every route needs a caller but not its identity.
 AUTHENTICATED = [Depends(caller)]
+
+
+def v1_router(prefix: str, tag: str, *statuses: int) -> APIRouter:
+    """A router of /v1 routes under `prefix` (none: ""), under the OpenAPI tag `tag`: each
+    route needs a caller and may answer the common errors and `statuses`."""
+    return APIRouter(
+        prefix=prefix, tags=[tag], dependencies=AUTHENTICATED, responses=error_responses(*statuses)
+    )

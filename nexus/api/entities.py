@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, NexusDep, v1_router
+from nexus.api.errors import Answers, answering
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.messages import merge_people
 from nexus.ledger.records import EntityRecord
@@ -19,12 +17,7 @@ from nexus.ledger.strings import EntityId, EntityKind, Key, Platform, SenderId
 from nexus.people import service as people
 from nexus.people.service import NothingToChange
 
-router = APIRouter(
-    prefix="/v1/entities",
-    tags=["entities"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/entities", "entities", 404, 409)
 
 Principal = Literal["owner", "known"]
 Name = Annotated[str, Key(200, "an entity name")]
@@ -125,17 +118,12 @@ def _detail(found: people.Person) -> EntityDetail:
     )
 
 
-@contextmanager
-def _answered() -> Iterator[None]:
-    """The people service's errors as the API answers them."""
-    try:
-        yield
-    except NotFound as error:
-        raise ApiError(404, "not_found", str(error)) from error
-    except LedgerConflict as error:
-        raise ApiError(409, "conflict", str(error)) from error
-    except NothingToChange as error:
-        raise ApiError(400, "nothing_to_change", str(error)) from error
+# The people service's errors as the API answers them.
+_ANSWERS: Answers = {
+    NotFound: (404, "not_found"),
+    LedgerConflict: (409, "conflict"),
+    NothingToChange: (400, "nothing_to_change"),
+}
 
 
 @router.get("")
@@ -168,7 +156,7 @@ def create_entity(body: CreateEntity, database: DatabaseDep) -> EntityDetail:
 def merge(body: MergeRequest, graph: NexusDep) -> MergeResponse:
     """These entities are one person: their DM sessions get aliases to one primary, which
     is told with a queued notice."""
-    with _answered(), graph.database.unit_of_work() as uow:
+    with answering(_ANSWERS), graph.database.unit_of_work() as uow:
         result = merge_people(
             uow,
             into=body.into,
@@ -188,7 +176,7 @@ def merge(body: MergeRequest, graph: NexusDep) -> MergeResponse:
 @router.get("/{entity_id}")
 def show_entity(entity_id: EntityId, database: DatabaseDep) -> EntityDetail:
     """One entity with its contacts, sessions and last activity."""
-    with _answered(), database.reading() as uow:
+    with answering(_ANSWERS), database.reading() as uow:
         return _detail(people.person(uow, entity_id))
 
 
@@ -197,7 +185,7 @@ def update_entity(entity_id: EntityId, body: UpdateEntity, database: DatabaseDep
     """Rename an entity, or make it the owner (or a known person again). The principal
     applies from the next message its contacts send."""
     owner = None if body.principal is None else body.principal == "owner"
-    with _answered(), database.unit_of_work() as uow:
+    with answering(_ANSWERS), database.unit_of_work() as uow:
         updated = people.update_entity(uow, entity_id, name=body.name, owner=owner)
         uow.commit()
     return _detail(updated)
@@ -208,7 +196,7 @@ def attach_contact(entity_id: EntityId, body: ContactRef, database: DatabaseDep)
     """Make a platform address this entity's: messages from it route as this person's
     from the next one on. An address that had an entity of its own leaves it (its
     conversation stays where it was; merge the entities instead to carry it over)."""
-    with _answered(), database.unit_of_work() as uow:
+    with answering(_ANSWERS), database.unit_of_work() as uow:
         previous = people.attach_contact(uow, entity_id, body.platform, body.sender_id)
         uow.commit()
     return ContactAttached(contact=body, entity_id=entity_id, previous_entity_id=previous)
@@ -223,7 +211,7 @@ def detach_contact(
 ) -> ContactDetached:
     """Take an address from this entity: it goes back to an entity of its own."""
     contact = ContactRef(platform=platform, sender_id=sender_id)
-    with _answered(), database.unit_of_work() as uow:
+    with answering(_ANSWERS), database.unit_of_work() as uow:
         own = people.detach_contact(uow, entity_id, platform, sender_id)
         uow.commit()
     return ContactDetached(contact=contact, entity_id=own)

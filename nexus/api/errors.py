@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
 import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -41,6 +44,22 @@ class ApiError(Exception):
         return JSONResponse(
             error_body(self.kind, self.message), status_code=self.status, headers=self.headers
         )
+
+
+# A route's own answers to a service's errors: the class, and the status and kind it gets.
+Answers = Mapping[type[Exception], tuple[int, str]]
+
+
+@contextmanager
+def answering(answers: Answers) -> Iterator[None]:
+    """Raise the errors `answers` names as ApiErrors with their status and kind (the first
+    class that matches, in order, as `except` clauses would), the message the error's own;
+    any other error passes through."""
+    try:
+        yield
+    except tuple(answers) as error:
+        status, kind = next(each for cls, each in answers.items() if isinstance(error, cls))
+        raise ApiError(status, kind, str(error)) from error
 
 
 class ErrorDetail(BaseModel):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, StringConstraints
 
 from nexus.api.auth import Caller
-from nexus.api.deps import AUTHENTICATED, CallerDep, DatabaseDep, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import CallerDep, DatabaseDep, NexusDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.arrival.messages import API_ADAPTER
 from nexus.event import Author, Container, NexusEvent
@@ -23,12 +23,7 @@ from nexus.ledger.strings import Key as Column
 from nexus.operations import events as stored
 from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS
 
-router = APIRouter(
-    prefix="/v1/events",
-    tags=["events"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(403, 404),
-)
+router = v1_router("/v1/events", "events", 403, 404)
 
 # Nexus's own doors: an event posted under one of these names would pass for Nexus itself.
 OWN_DOORS = frozenset({API_ADAPTER, TIMER_ADAPTER, *INTERNAL_TRIGGERS})

@@ -12,23 +12,18 @@ import json
 import mimetypes
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from nexus.api.body import read_limited
-from nexus.api.deps import AUTHENTICATED, CallerDep, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import CallerDep, NexusDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.multipart import NotMultipart, Part, form_parts
 from nexus.bootstrap import Nexus
 from nexus.ingest.files import FileArrival, record_files, upload_arrival
 
-router = APIRouter(
-    prefix="/v1/inbound",
-    tags=["inbound"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(),
-)
+router = v1_router("/v1/inbound", "inbound")
 
 PATH = "/v1/inbound/files"
 # Form fields other than the file, and the longest each may be.

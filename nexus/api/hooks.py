@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import Body, Depends
 from pydantic import BaseModel, ValidationError
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep, NexusDep
+from nexus.api.deps import DatabaseDep, NexusDep, v1_router
 from nexus.api.errors import ApiError, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.db import Database
@@ -19,9 +19,7 @@ from nexus.hooks.registry import RegistrationRefused, sync_directory
 from nexus.ledger.records import HookRecord
 from nexus.ledger.strings import HookName
 
-router = APIRouter(
-    prefix="/v1/hooks", tags=["hooks"], dependencies=AUTHENTICATED, responses=error_responses(404)
-)
+router = v1_router("/v1/hooks", "hooks", 404)
 
 
 class HookView(BaseModel):

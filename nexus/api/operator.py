@@ -7,11 +7,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 from pydantic import BaseModel
 
-from nexus.api.deps import AUTHENTICATED, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import NexusDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.arrival.replay import replay
 from nexus.engine.stream_events import QUEUE_ITEM_QUEUED
@@ -22,9 +22,7 @@ from nexus.ledger.strings import QueueItemId
 from nexus.operations import service as operations
 from nexus.timer.tick import WATERMARK
 
-router = APIRouter(
-    tags=["operations"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
-)
+router = v1_router("", "operations", 404, 409)
 
 
 class DeadLetterView(BaseModel):

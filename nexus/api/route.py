@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nexus.api.deps import AUTHENTICATED, NexusDep
-from nexus.api.errors import error_responses
+from nexus.api.deps import NexusDep, v1_router
 from nexus.api.schemas.model import ModelConfigBody
 from nexus.api.schemas.sessions import MAX_MESSAGE_CHARS, CallerSource
 from nexus.arrival.route import RouteTarget, TargetKind
@@ -19,9 +17,7 @@ from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import SessionLabel, StorableText
 from nexus.ledger.strings import Key, PersonaName
 
-router = APIRouter(
-    prefix="/v1", tags=["routing"], dependencies=AUTHENTICATED, responses=error_responses(404, 409)
-)
+router = v1_router("/v1", "routing", 404, 409)
 
 _KINDS: tuple[TargetKind, ...] = ("thread", "session", "persona")
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from fastapi import APIRouter
-
-from nexus.api.deps import AUTHENTICATED, NexusDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import NexusDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.schemas.model import patched, settings_view
 from nexus.api.schemas.sessions import (
     PendingView,
@@ -25,12 +23,7 @@ from nexus.queueing.settings import EffectiveQueue
 from nexus.sessions import service as sessions
 
 # Registered after nexus.api.sessions: its `/{label:path}/…` routes must match first.
-router = APIRouter(
-    prefix="/v1/sessions",
-    tags=["sessions"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/sessions", "sessions", 404, 409)
 
 
 # The PATCH body's names → the sessions table's columns.

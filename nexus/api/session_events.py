@@ -6,23 +6,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 from pydantic import BaseModel
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import error_responses
+from nexus.api.deps import DatabaseDep, v1_router
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.ledger.records import SessionLabel
 from nexus.ledger.repository.session_events import SessionEventRecord
 from nexus.sessions import service as sessions
 
 # Registered before nexus.api.session_detail, whose `{label:path}` would take these.
-router = APIRouter(
-    prefix="/v1/sessions",
-    tags=["sessions"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(400, 404),
-)
+router = v1_router("/v1/sessions", "sessions", 400, 404)
 
 
 class SessionEventView(BaseModel):

@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import Depends, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from nexus.api import stream_replay
-from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, NexusDep
+from nexus.api.deps import CoordinationDep, DatabaseDep, NexusDep, v1_router
 from nexus.api.errors import RETRY_AFTER_S, ApiError, error_body, error_responses
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.api.schemas.sessions import (
@@ -42,12 +42,7 @@ from nexus.queueing.stream_log import BadStreamId, ResumeId, parse_resume_id
 from nexus.sessions import service as sessions
 
 log = structlog.get_logger(__name__)
-router = APIRouter(
-    prefix="/v1/sessions",
-    tags=["sessions"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/sessions", "sessions", 404, 409)
 # A quiet stream still sends a comment this often, so proxies keep the connection open
 # and a client that went away is noticed.
 KEEPALIVE_MS = 15_000

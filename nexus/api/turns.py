@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import error_responses
+from nexus.api.deps import DatabaseDep, v1_router
 from nexus.ledger.records import NewSessionLabel, SessionRecord, TurnView
 from nexus.ledger.strings import TurnId
 from nexus.sessions import service as sessions
 
-router = APIRouter(
-    prefix="/v1/turns",
-    tags=["turns"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/turns", "turns", 404, 409)
 
 
 class ForkRequest(BaseModel):

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from pydantic import BaseModel
 
-from nexus.api.deps import AUTHENTICATED, DatabaseDep
-from nexus.api.errors import ApiError, error_responses
+from nexus.api.deps import DatabaseDep, v1_router
+from nexus.api.errors import ApiError
 from nexus.api.validation import PATTERN_WORDS
 from nexus.ledger.records import SessionLabel
 from nexus.ledger.repository.usage import UsageSum as Sum
@@ -18,9 +18,7 @@ from nexus.ledger.strings import PersonaName
 from nexus.pricing import usd
 from nexus.sessions import service as sessions
 
-router = APIRouter(
-    prefix="/v1/usage", tags=["usage"], dependencies=AUTHENTICATED, responses=error_responses(404)
-)
+router = v1_router("/v1/usage", "usage", 404)
 EPOCH = date(1970, 1, 1)
 # A date, or a date and time (seconds and fraction optional) with an optional UTC offset:
 # what `parse_since` reads. A value of this shape can still name no day (2024-02-30): 422.

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 from pydantic import BaseModel
 
 from nexus.agents.dispatched import WORKER, Dispatched, dispatched_worker
-from nexus.api.deps import AUTHENTICATED, CoordinationDep, DatabaseDep, DoorbellDep
-from nexus.api.errors import error_responses
+from nexus.api.deps import CoordinationDep, DatabaseDep, DoorbellDep, v1_router
 from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, page_request
 from nexus.ledger.records import SessionLabel, SessionRecord
 from nexus.ledger.repository.workers import Activity
 from nexus.sessions import service as sessions
 
-router = APIRouter(
-    prefix="/v1/sessions",
-    tags=["sessions"],
-    dependencies=AUTHENTICATED,
-    responses=error_responses(404, 409),
-)
+router = v1_router("/v1/sessions", "sessions", 404, 409)
 
 
 class WorkerView(BaseModel):
