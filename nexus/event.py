@@ -9,6 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field
 ContainerKind = Literal["dm", "group", "channel"]
 EventKind = Literal["message", "edit", "callback", "status", "system", "bot_echo", "unsupported"]
 
+# The adapters Nexus itself writes events under (a worker's result, a hook, the timer): no
+# person sent them, and their answer goes wherever the session last heard from a person.
+INTERNAL_TRIGGERS: frozenset[str] = frozenset({"agent", "hook", "timer"})
+
 # Only these kinds become turns; the rest are stored with a disposition and go no further.
 ROUTABLE_KINDS: frozenset[str] = frozenset({"message", "callback"})
 # Attachments kept per event: more than any platform sends at once (Telegram albums and

@@ -14,14 +14,14 @@ from nexus.api.deps import CallerDep, DatabaseDep, NexusDep, v1_router
 from nexus.api.errors import ApiError
 from nexus.api.schemas.model import ModelConfigBody, without_nulls
 from nexus.arrival.messages import API_ADAPTER
-from nexus.event import Author, Container, NexusEvent
+from nexus.event import INTERNAL_TRIGGERS, Author, Container, NexusEvent
 from nexus.hooks.service import TIMER_ADAPTER
 from nexus.ingest.service import ingest
 from nexus.ledger.records import EventRecord
 from nexus.ledger.strings import AdapterName, EventId
 from nexus.ledger.strings import Key as Column
 from nexus.operations import events as stored
-from nexus.outbound.addressing import INTERNAL_TRIGGERS, SENDERS
+from nexus.outbound.addressing import SENDERS
 
 router = v1_router("/v1/events", "events", 403, 404)
 

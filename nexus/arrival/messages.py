@@ -12,13 +12,13 @@ from typing import Any, Protocol
 from nexus.access.policy import Policy
 from nexus.arrival.service import QUEUED, ArrivalSignals, queue_for, refuse_archived
 from nexus.arrival.settings import (
-    INTERNAL_TRIGGERS,
     QueuePolicy,
     arrival,
     policy_for_session,
 )
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
+from nexus.event import INTERNAL_TRIGGERS
 from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
 from nexus.ledger.records import EventDraft, NewSession, SessionRecord

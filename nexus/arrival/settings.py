@@ -17,9 +17,6 @@ from nexus.queueing.caps import DEFAULT_CAP, DropPolicy
 from nexus.queueing.modes import DEFAULT_COLLECT_WINDOW_MS
 from nexus.queueing.settings import EffectiveQueue, QueueDefaults, QueueOverrides, effective_queue
 
-# Inputs from inside Nexus (a worker's result, a hook, the timer): no person sent them.
-INTERNAL_TRIGGERS = frozenset({"agent", "hook", "timer"})
-
 # A person's message preempts a stale answer; automation waits its turn (docs/runtime.md,
 # "Queue modes").
 _DEFAULT_MODES = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nexus.ledger.repository.search import SearchHit, search_terms
+from nexus.ledger.search_terms import SearchHit, search_terms
 
 MAX_TERMS = 8  # the longest words say the most about which conversation is meant
 PER_TERM = 50  # newest matching messages read per term

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nexus.arrival.settings import INTERNAL_TRIGGERS as ARRIVAL_INTERNAL_TRIGGERS
 from nexus.ledger.records import EventRecord
 
 # Adapters that can carry a reply back; each has a sender in nexus.adapters.outbound.
@@ -13,9 +12,6 @@ SENDERS = frozenset(
     {"telegram", "slack", "discord", "whatsapp", "twilio", "email", "webhook", "bluebubbles"}
 )
 SENDERS |= {"gmail"}  # Gmail natively: replies with messages.send in the mail's thread
-# Triggers from inside Nexus (a worker's result, a hook, the timer): their answer goes to
-# wherever the session last heard from a person.
-INTERNAL_TRIGGERS = ARRIVAL_INTERNAL_TRIGGERS
 # Adapters whose reply address reads the platform's raw update (a Discord interaction's
 # token, an email's subject and whole Message-ID); the others need the event's columns only.
 ADDRESSED_FROM_PAYLOAD = frozenset({"discord", "email"})

@@ -14,6 +14,7 @@ from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import CommitHook
 from nexus.engine.rich import RichReply, RichReplyError, parse_reaction, parse_rich
 from nexus.engine.turn import TurnResult
+from nexus.event import INTERNAL_TRIGGERS
 from nexus.ledger.enums import MessageRole, MessageSource, ToolCallStatus, TurnStatus
 from nexus.ledger.records import (
     DeliveryDraft,
@@ -24,7 +25,6 @@ from nexus.ledger.records import (
 )
 from nexus.outbound.addressing import (
     ADDRESSED_FROM_PAYLOAD,
-    INTERNAL_TRIGGERS,
     SENDERS,
     Address,
     address_for,

@@ -2,67 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from sqlalchemy import Connection, text
 
-_WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
-# Words that match everywhere and say nothing about which conversation is meant.
-_STOP = frozenset(
-    {
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "for",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "it",
-        "this",
-        "that",
-        "with",
-        "from",
-        "by",
-        "as",
-        "me",
-        "my",
-        "we",
-        "our",
-        "you",
-        "your",
-        "i",
-        "about",
-        "please",
-        "can",
-        "could",
-        "would",
-        "should",
-        "what",
-        "which",
-        "who",
-        "how",
-    }
-)
-
-
-class SearchHit(NamedTuple):
-    """One message that matched one term: the session its turn was made in, and the turn."""
-
-    term: str
-    session_id: str
-    turn_id: str
-
+from nexus.ledger.search_terms import SearchHit
 
 # One term's newest matches through the full-text index (the GIN expression index on
 # Postgres, FTS5 on SQLite), then the sessions a message may be routed to: active, not a
@@ -95,15 +39,6 @@ _SQLITE_TERM = """
       WHERE s.status = 'active' AND NOT s.is_subagent
     ) AS term_{n}
 """
-
-
-def search_terms(query: str) -> list[str]:
-    """The words worth matching on, lower-cased, stop words out, order kept, no repeats."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        if word not in _STOP:
-            seen.setdefault(word, None)
-    return list(seen)
 
 
 class SearchRepository:

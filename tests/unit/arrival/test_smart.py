@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nexus.arrival.smart import MAX_TERMS, best, query_terms, rank
-from nexus.ledger.repository.search import SearchHit
+from nexus.ledger.search_terms import SearchHit
 
 
 def test_terms_are_the_longest_words_worth_matching_capped() -> None:
