@@ -16,6 +16,7 @@ from nexus.bootstrap import Nexus, bootstrap_worker
 from nexus.ids import now_ms
 from nexus.ingest.files import scan_folder
 from nexus.ingest.relay import relay, relay_hooks
+from nexus.operations.service import fold_metrics
 from nexus.sessions.watchdog import ring_orphaned
 from nexus.settings import get_settings
 from nexus.timer.tick import tick
@@ -70,7 +71,7 @@ def timer_tick() -> int:
     recovered = runtime.delivery_service.recover()
     half_open = runtime.hook_runner.cool_breakers()
     with runtime.database.unit_of_work() as uow:
-        folded = uow.ledger.metrics.fold()  # /metrics' deltas, even where nobody scrapes
+        folded = fold_metrics(uow)
         uow.commit()
     gmail_on_tick(runtime)
     if runtime.files_folder is not None:

@@ -62,6 +62,12 @@ def ledger_reading(uow: UnitOfWork, *, watermark: str) -> LedgerReading:
     return LedgerReading(figures, tick, dead, unreplayed)
 
 
+def fold_metrics(uow: UnitOfWork) -> int:
+    """Fold the counters' deltas into their totals (each tick does, even where nobody
+    scrapes /metrics, so the deltas stay few); how many it folded. Commit after."""
+    return uow.ledger.metrics.fold()
+
+
 class DeadLetterNotFound(NotFound):
     def __init__(self, item_id: str) -> None:
         super().__init__(f"no dead-lettered queue item {item_id!r}")
