@@ -16,9 +16,9 @@ from bench.ledger import _session, median_ms
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import TurnService
 from nexus.ledger.enums import MessageSource
 from nexus.settings import Settings
+from nexus.turns.service import TurnService
 from tests.support import build_chain
 
 COMPACT_EVERY, KEEP = 50, 10

@@ -16,10 +16,10 @@ from nexus.adapters.anthropic.model import AnthropicModel
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import TurnService
 from nexus.engine.workspace import Workspace
 from nexus.ledger.records import NewSession
 from nexus.settings import Settings
+from nexus.turns.service import TurnService
 from tests.fakes.anthropic_server import FakeAnthropicServer
 
 MODEL = "claude-sonnet-4-5"

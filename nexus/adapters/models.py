@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from nexus.adapters.scripted import ScriptedModel
 from nexus.engine.model import ModelPort, ModelUnavailable
-from nexus.engine.scripted import ScriptedModel
 from nexus.settings import SCRIPTED_MODEL, Settings
 
 

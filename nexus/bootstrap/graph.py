@@ -26,7 +26,6 @@ from nexus.engine.addresses import OwnAddress
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.service import TurnService
 from nexus.engine.signals import NoSignals
 from nexus.engine.workspace import Workspace, default_directory
 from nexus.hooks.evaluator import Invocation
@@ -43,6 +42,7 @@ from nexus.pricing import PriceTable, load_prices
 from nexus.queueing.coordination import Coordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings
+from nexus.turns.service import TurnService
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -19,7 +19,6 @@ from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
-from nexus.engine.service import TurnService
 from nexus.engine.stream_events import StreamEvent
 from nexus.ids import Clock, now_ms
 from nexus.ledger.enums import (
@@ -43,6 +42,7 @@ from nexus.queueing.overflow import SUMMARY_PENDING, summarize_overflow
 from nexus.sessions.claims import Claim, InlineClaim, RunReport
 from nexus.sessions.failures import DEFAULT_MAX_ATTEMPTS, Failures
 from nexus.sessions.signals import RunSignals
+from nexus.turns.service import TurnService
 
 log = structlog.get_logger(__name__)
 

@@ -10,11 +10,11 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from nexus.access.policy import load_policies
+from nexus.adapters.scripted import CallTools, Say, ScriptedModel
 from nexus.api.app import create_app
 from nexus.bootstrap import Nexus, bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import CallTools, Say, ScriptedModel
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from nexus.adapters.scripted import Say, signed
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import Say, signed
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings

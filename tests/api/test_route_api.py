@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from nexus.adapters.scripted import Say
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import Say
 from nexus.settings import Settings
 from tests.contract.engine_support import Rig, build_rig
 from tests.support import FakeClock

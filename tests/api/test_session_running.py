@@ -7,13 +7,13 @@ import dataclasses
 
 from fastapi.testclient import TestClient
 
+from nexus.adapters.scripted import Fail, Say
 from nexus.api.app import create_app
 from nexus.arrival.messages import send_to
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError, ModelRequest
-from nexus.engine.scripted import Fail, Say
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from nexus.adapters.scripted import ScriptedModel
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import ScriptedModel
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import pytest
 from fastapi.testclient import TestClient
 
+from nexus.adapters.scripted import CallTools, Say, ScriptStep
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.engine.model import ModelRequest
-from nexus.engine.scripted import CallTools, Say, ScriptStep
 from nexus.ledger.enums import TurnStatus
 from nexus.ledger.records import NewSession, SessionRecord
 from nexus.queueing.coordination import InProcessCoordination

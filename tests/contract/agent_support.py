@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nexus.adapters.scripted import ScriptedModel
 from nexus.agents.results import worker_result_hook
 from nexus.agents.tools import AgentTools
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import CapabilityRegistry
-from nexus.engine.scripted import ScriptedModel
-from nexus.engine.service import TurnService
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, NewQueueItem, NewSession, SessionRecord
 from nexus.queueing.coordination import Coordination, InProcessCoordination
 from nexus.sessions.runner import SessionRunner
+from nexus.turns.service import TurnService
 from tests.support import FakeClock
 
 

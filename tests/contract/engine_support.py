@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexus.adapters.anthropic.model import AnthropicModel
+from nexus.adapters.scripted import ScriptedModel
 from nexus.db import Database
 from nexus.engine.builtin_tools import builtin_registry
 from nexus.engine.capabilities import Capability, CapabilityRegistry
@@ -14,12 +15,11 @@ from nexus.engine.credentials import NoSecrets, SecretSource
 from nexus.engine.model import ToolSpec
 from nexus.engine.outcomes import TurnOutcome
 from nexus.engine.query import QueryMessage
-from nexus.engine.scripted import ScriptedModel
-from nexus.engine.service import TurnService
 from nexus.engine.signals import InProcessSignals
 from nexus.engine.stream import RecordingPublisher
 from nexus.engine.tools import Tool, ToolContext, ToolRegistry
 from nexus.ledger.records import NewSession, SessionRecord
+from nexus.turns.service import TurnService
 from tests.support import FakeClock
 
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nexus.adapters.outbound.registry import build_senders
+from nexus.adapters.scripted import Say
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.query import QueryMessage
-from nexus.engine.scripted import Say
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.records import DeliveryRecord, SessionRecord

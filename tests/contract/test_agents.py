@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from nexus.adapters.scripted import CallTools, Say
 from nexus.agents.tree import session_tree
 from nexus.db import Database
-from nexus.engine.scripted import CallTools, Say
 from nexus.ledger.enums import QueueMode, SessionOrigin
 from nexus.ledger.records import NewSession
 from tests.contract.agent_support import ask, build_office, workers_of
@@ -94,8 +94,8 @@ def test_a_dispatch_beyond_the_depth_limit_is_a_tool_error(
 def test_a_worker_that_keeps_failing_still_reports_to_its_parent(
     database: Database, clock: FakeClock
 ) -> None:
+    from nexus.adapters.scripted import Fail
     from nexus.engine.model import ModelError
-    from nexus.engine.scripted import Fail
 
     office = build_office(database, clock)
     with database.unit_of_work() as uow:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nexus.adapters.scripted import CallTools, Say
 from nexus.db import Database
 from nexus.engine.model import ModelRequest
-from nexus.engine.scripted import CallTools, Say
 from nexus.engine.workspace import Workspace
 from tests.contract.agent_support import Office, ask, build_office, workers_of
 from tests.contract.engine_support import build_rig

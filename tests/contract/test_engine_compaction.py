@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from nexus.adapters.scripted import Fail, Say
 from nexus.arrival.route import RouteTarget, route
 from nexus.db import Database
 from nexus.engine.context import SUMMARY_HEADER
 from nexus.engine.model import ModelError
-from nexus.engine.scripted import Fail, Say
 from nexus.ledger.enums import CompactionTrigger, TurnType
 from tests.contract.engine_support import build_rig
 from tests.support import FakeClock

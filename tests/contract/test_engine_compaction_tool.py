@@ -7,10 +7,10 @@ from typing import Any
 
 from sqlalchemy import select
 
+from nexus.adapters.scripted import CallTools, Say, ScriptedModel
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelPort, ModelUnavailable
-from nexus.engine.scripted import CallTools, Say, ScriptedModel
 from nexus.engine.turn import TurnResult
 from nexus.ledger.enums import CompactionTrigger, MessageRole, QueueMode, TurnStatus, TurnType
 from nexus.ledger.models import Compaction, table_of

@@ -15,12 +15,12 @@ from sqlalchemy import select
 
 from nexus.adapters.http_tool import http_fetch_tool
 from nexus.adapters.python_tool import RUN_PYTHON
+from nexus.adapters.scripted import CallTools, Say
 from nexus.adapters.secrets import EnvironmentSecrets
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ToolSpec
-from nexus.engine.scripted import CallTools, Say
 from nexus.engine.tools import Tool, ToolContext
 from nexus.ledger.enums import ToolCallStatus
 from nexus.ledger.models import metadata

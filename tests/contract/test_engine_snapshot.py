@@ -10,9 +10,9 @@ from typing import Any, cast
 
 from sqlalchemy import event
 
+from nexus.adapters.scripted import CallTools, Say
 from nexus.db import Database
 from nexus.engine.context_cache import ContextCache
-from nexus.engine.scripted import CallTools, Say
 from nexus.ledger.enums import MessageSource
 from tests.contract.engine_support import RecordingTool, build_rig
 from tests.support import FakeClock

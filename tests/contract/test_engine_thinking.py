@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nexus.adapters.scripted import CallTools, Say, signed
 from nexus.db import Database
-from nexus.engine.scripted import CallTools, Say, signed
 from nexus.ledger.enums import MessageRole, TurnStatus
 from nexus.ledger.records import SessionRecord
 from tests.contract.engine_support import RecordingTool, Rig, build_rig

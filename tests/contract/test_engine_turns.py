@@ -7,10 +7,10 @@ import os
 import socket
 from collections.abc import Sequence
 
+from nexus.adapters.scripted import SCRIPTED_NOTICE, CallTools, Fail, Say, ScriptStep
 from nexus.db import Database
 from nexus.engine.model import ModelError, ModelRequest
 from nexus.engine.query import QueryMessage
-from nexus.engine.scripted import SCRIPTED_NOTICE, CallTools, Fail, Say, ScriptStep
 from nexus.engine.stream import RecordingPublisher
 from nexus.engine.stream_events import StreamEvent
 from nexus.ledger.enums import MessageRole, ToolCallStatus, TurnStatus

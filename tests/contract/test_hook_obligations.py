@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nexus.adapters.scripted import CallTools, Say
 from nexus.db import Database
 from nexus.db.migrate import upgrade
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import CallTools, Say
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.relay import relay, relay_hooks
 from nexus.ingest.service import ingest

@@ -11,9 +11,9 @@ import pytest
 
 from nexus.adapters.outbound.bluebubbles import BlueBubblesClient, BlueBubblesSender
 from nexus.adapters.pinned_fetch import PinnedDownloads
+from nexus.adapters.scripted import CallTools, Say
 from nexus.db import Database
 from nexus.engine.addresses import NetworkPermissions, network_permissions
-from nexus.engine.scripted import CallTools, Say
 from nexus.event import Container
 from nexus.ledger.enums import DeliveryStatus
 from nexus.outbound.rate_limit import InProcessRateLimiter

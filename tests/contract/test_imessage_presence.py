@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from nexus.adapters.scripted import CallTools, Fail, Say, ScriptedModel
 from nexus.api.app import create_app
 from nexus.bootstrap import Nexus, bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.capabilities import CapabilityRegistry
 from nexus.engine.model import ModelError
-from nexus.engine.scripted import CallTools, Fail, Say, ScriptedModel
 from nexus.ledger.enums import DeliveryStatus
 from nexus.ledger.records import DeliveryRecord
 from nexus.settings import Settings

@@ -13,9 +13,9 @@ from sqlalchemy import event as sql_event
 from standardwebhooks.webhooks import Webhook
 
 from nexus.access.policy import load_policies
+from nexus.adapters.scripted import Say
 from nexus.arrival.messages import merge_people
 from nexus.db import Database
-from nexus.engine.scripted import Say
 from nexus.engine.stream_events import StreamEvent
 from nexus.event import Container, NexusEvent
 from nexus.ingest.service import ingest

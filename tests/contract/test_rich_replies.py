@@ -19,8 +19,8 @@ from nexus.adapters.inbound.base import InboundRequest
 from nexus.adapters.inbound.discord import DiscordAdapter
 from nexus.adapters.inbound.slack import SlackAdapter
 from nexus.adapters.inbound.telegram import TelegramAdapter
+from nexus.adapters.scripted import CallTools, Say
 from nexus.db import Database
-from nexus.engine.scripted import CallTools, Say
 from nexus.event import Container, NexusEvent
 from nexus.ingest.batch import ProcessedEvent
 from nexus.ledger.records import SessionRecord

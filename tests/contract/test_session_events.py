@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from nexus.adapters.scripted import CallTools, Fail, Say
 from nexus.db import Database
 from nexus.engine.model import ModelError
-from nexus.engine.scripted import CallTools, Fail, Say
 from nexus.engine.stream import Mark
 from nexus.ledger.repository.session_events import SessionEventRecord
 from nexus.queueing.coordination import InProcessCoordination

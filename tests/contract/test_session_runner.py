@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 
 from nexus.access.policy import load_policies
+from nexus.adapters.scripted import CallTools, Fail, Say
 from nexus.arrival.messages import request_compaction
 from nexus.arrival.settings import QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
 from nexus.engine.query import QueryMessage
-from nexus.engine.scripted import CallTools, Fail, Say
 from nexus.engine.stream import RecordingPublisher
 from nexus.engine.stream_events import StreamEvent
 from nexus.ingest.service import ingest

@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
+from nexus.adapters.scripted import CallTools, Say
 from nexus.arrival.messages import send_to_session
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelPort
-from nexus.engine.scripted import CallTools, Say
 from nexus.ledger.enums import Disposition, QueueMode, QueueStatus, TurnStatus
 from nexus.queueing.coordination import Coordination
 from nexus.sessions.runner import SessionRunner

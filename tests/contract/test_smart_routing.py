@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from nexus.adapters.scripted import Say
 from nexus.arrival.route import RouteTarget, route
 from nexus.arrival.smart import PER_TERM
 from nexus.db import Database
-from nexus.engine.scripted import Say
 from nexus.ledger.repository import NotFound
 from tests.contract.engine_support import Rig, build_rig
 from tests.support import FakeClock

@@ -6,12 +6,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from nexus.adapters.scripted import Fail, Say
 from nexus.arrival.service import queue_for
 from nexus.arrival.settings import Arrival, QueuePolicy
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
 from nexus.engine.model import ModelError
-from nexus.engine.scripted import Fail, Say
 from nexus.ledger.enums import QueueMode
 from nexus.ledger.records import EventDraft, SessionRecord
 from nexus.queueing.coordination import Coordination

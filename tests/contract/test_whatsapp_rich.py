@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from nexus.adapters.scripted import CallTools, Say
 from nexus.db import Database
-from nexus.engine.scripted import CallTools, Say
 from tests.contract.outbound_support import OutboundRig, message, outbound_rig
 from tests.fakes.platform_server import FakePlatforms
 from tests.support import FakeClock

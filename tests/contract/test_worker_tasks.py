@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from nexus.adapters.scripted import CallTools, Fail, Say
 from nexus.db import Database
 from nexus.engine.model import ModelError, ModelRequest
-from nexus.engine.scripted import CallTools, Fail, Say
 from nexus.ledger.enums import QueueStatus, SessionOrigin
 from nexus.ledger.records import NewSession, SessionRecord
 from tests.contract.agent_support import Office, ask, build_office, workers_of

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from nexus.adapters.scripted import Say
 from nexus.api.app import create_app
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import Say
 from nexus.queueing.coordination import Coordination
 from nexus.sessions.runner import SessionRunner
 from nexus.settings import Settings

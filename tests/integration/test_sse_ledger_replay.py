@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from nexus.adapters.redis_coordination import RedisCoordination
+from nexus.adapters.scripted import CallTools, Say
 from nexus.bootstrap import bootstrap
 from nexus.db import Database
 from nexus.doorbell import RecordingDoorbell
-from nexus.engine.scripted import CallTools, Say
 from nexus.queueing.coordination import Coordination, InProcessCoordination
 from nexus.settings import Settings
 from tests.contract.engine_support import (

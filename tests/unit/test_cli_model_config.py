@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nexus.adapters.scripted import CallTools, Say, ScriptedModel
 from nexus.bootstrap import Nexus
 from nexus.cli.app import app
 from nexus.engine.query import QueryMessage
-from nexus.engine.scripted import CallTools, Say, ScriptedModel
 from tests.support import serving_cli
 
 runner = CliRunner()

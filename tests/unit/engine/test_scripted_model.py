@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from nexus.adapters.models import ModelCatalog
+from nexus.adapters.scripted import RECENT_REQUESTS, ScriptedModel
 from nexus.engine.model import ModelDone, ModelRequest
-from nexus.engine.scripted import RECENT_REQUESTS, ScriptedModel
 from nexus.settings import Settings
 
 

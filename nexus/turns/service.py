@@ -16,11 +16,9 @@ from nexus.compaction.service import CompactionService
 from nexus.db import Database
 from nexus.engine.attachments import AttachmentSource, WithAttachments, file_counts
 from nexus.engine.capabilities import CapabilityRegistry
-from nexus.engine.commit import TurnCommit, TurnInputs, TurnRun
 from nexus.engine.context_cache import ContextCache
 from nexus.engine.credentials import NoSecrets, Scrubber, SecretSource
 from nexus.engine.drafts import refused_result
-from nexus.engine.framing import TurnFrame
 from nexus.engine.model import ModelPort, ModelRequest
 from nexus.engine.model_config import DEFAULT_MAX_TOKENS, EffectiveConfig, ModelConfigError
 from nexus.engine.outcomes import CommitHook, Snapshot, TurnOutcome
@@ -38,6 +36,8 @@ from nexus.ledger.enums import QueueMode, TurnStatus
 from nexus.ledger.records import ConsumedItem, EventRecord
 from nexus.ledger.repository.snapshots import SessionSnapshot
 from nexus.pricing import BUILTIN, PriceTable
+from nexus.turns.commit import TurnCommit, TurnInputs, TurnRun
+from nexus.turns.framing import TurnFrame
 
 
 @dataclass

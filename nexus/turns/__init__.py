@@ -1,0 +1,1 @@
+"""Turns: the turn service (read, assemble, run the model loop, commit) and its commit."""
