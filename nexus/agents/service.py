@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from nexus.db import UnitOfWork
 from nexus.engine.capabilities import Capability, CapabilityRegistry
@@ -71,30 +71,21 @@ def get(uow: UnitOfWork, agent_id: str) -> Persona:
     return Persona(agent, uow.ledger.agents.capability_ids(agent_id))
 
 
-def create(
-    uow: UnitOfWork,
-    name: str,
-    *,
-    system_prompt: str = "",
-    default_model: str | None = None,
-    default_model_config: Mapping[str, Any] | None = None,
-    permissions: Mapping[str, Any] | None = None,
-    description: str | None = None,
-    emoji: str | None = None,
-    tags: Sequence[str] = (),
-) -> Persona:
+class PersonaFields(TypedDict, total=False):
+    """A new persona's fields besides its name: the ledger's defaults stand for those left out."""
+
+    system_prompt: str
+    default_model: str | None
+    default_model_config: Mapping[str, Any] | None
+    permissions: Mapping[str, Any] | None
+    description: str | None
+    emoji: str | None
+    tags: Sequence[str]
+
+
+def create(uow: UnitOfWork, name: str, **fields: Unpack[PersonaFields]) -> Persona:
     """A new persona, with no capabilities; LedgerConflict when the name is taken."""
-    agent = uow.ledger.agents.create(
-        name,
-        system_prompt=system_prompt,
-        default_model=default_model,
-        default_model_config=default_model_config,
-        permissions=permissions,
-        description=description,
-        emoji=emoji,
-        tags=tags,
-    )
-    return Persona(agent, [])
+    return Persona(uow.ledger.agents.create(name, **fields), [])
 
 
 def update(uow: UnitOfWork, agent_id: str, changes: Mapping[str, Any]) -> Persona:

@@ -4,17 +4,19 @@ messages, and queued by `queue_for` like every other input."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from nexus.access.policy import Policy
 from nexus.arrival.service import QUEUED, ArrivalSignals, queue_for, refuse_archived
 from nexus.arrival.settings import (
     QueuePolicy,
     arrival,
+    check_model,
     policy_for_session,
+    turn_layer,
 )
 from nexus.db import UnitOfWork
 from nexus.doorbell import Doorbell
@@ -62,6 +64,43 @@ class QueuedMessage:
     mode: QueueMode
 
 
+class SendOptions(TypedDict, total=False):
+    """How a message is queued, as `send_to` takes it; `send_to`'s defaults stand for those
+    left out."""
+
+    mode: QueueMode | None
+    source: MessageSource
+    arrivals: ArrivalSignals | None
+    queueing: QueuePolicy | None
+    policies: Sequence[Policy]
+    model_overrides: dict[str, Any] | None
+
+
+def new_event_id() -> str:
+    """The id of a new event from the API's door."""
+    return f"{API_ADAPTER}:{new_id()}"
+
+
+def session_for_label(
+    uow: UnitOfWork, label: str, persona: str | None, event_id: str
+) -> SessionRecord:
+    """The session `label` (aliases followed), created when missing with `persona` or the
+    default persona, as made by the event `event_id`."""
+    session = uow.ledger.sessions.resolve(label)
+    if session is not None:
+        return session
+    agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
+    return uow.ledger.sessions.ensure(
+        NewSession(
+            label=label,
+            persona_id=agent.id,
+            origin=SessionOrigin.USER,
+            routing_key=label,
+            source_event_id=event_id,
+        )
+    )
+
+
 def send_to_session(
     uow: UnitOfWork,
     label: str,
@@ -69,43 +108,46 @@ def send_to_session(
     doorbell: Doorbell,
     *,
     persona: str | None = None,
-    mode: QueueMode | None = None,
-    source: MessageSource = MessageSource.HUMAN,
-    arrivals: ArrivalSignals | None = None,
-    queueing: QueuePolicy | None = None,
-    policies: Sequence[Policy] = (),
-    model_overrides: dict[str, Any] | None = None,
+    **options: Unpack[SendOptions],
 ) -> QueuedMessage:
     """Queue `text` to the session `label` (aliases followed; created when missing, with
     `persona` or the default persona), with the model configuration its turn is to use
     (`model_overrides`, checked by the caller). The caller commits; the doorbell rings
     after. Raises SessionArchived (nothing stored) for an archived session."""
-    session = uow.ledger.sessions.resolve(label)
-    event_id = f"{API_ADAPTER}:{new_id()}"
-    if session is None:
-        agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
-        session = uow.ledger.sessions.ensure(
-            NewSession(
-                label=label,
-                persona_id=agent.id,
-                origin=SessionOrigin.USER,
-                routing_key=label,
-                source_event_id=event_id,
-            )
-        )
-    return send_to(
+    event_id = new_event_id()
+    session = session_for_label(uow, label, persona, event_id)
+    return send_to(uow, session, text, doorbell, event_id=event_id, **options)
+
+
+def send_checked(
+    uow: UnitOfWork,
+    doors: Doors,
+    session: SessionRecord,
+    text: str,
+    *,
+    mode: QueueMode | None,
+    source: MessageSource,
+    model_overrides: Mapping[str, Any] | None,
+    event_id: str,
+) -> QueuedMessage:
+    """`send_to` through a door's `doors`, then the model configuration checked against the
+    session it went to: ModelConfigError for one it cannot run (the caller then commits
+    nothing)."""
+    queued = send_to(
         uow,
         session,
         text,
-        doorbell,
+        doors.doorbell,
         mode=mode,
         source=source,
-        arrivals=arrivals,
-        queueing=queueing,
-        policies=policies,
-        model_overrides=model_overrides,
+        arrivals=doors.coordination,
+        queueing=doors.queue_policy,
+        policies=doors.policies,
+        model_overrides=turn_layer(model_overrides),
         event_id=event_id,
     )
+    check_model(uow, doors.settings.default_model, queued.session, model_overrides)
+    return queued
 
 
 def send_to(
@@ -126,7 +168,7 @@ def send_to(
     say of its label (a thread's session after a merge). `event_id`: the id the message's
     event is to have (a new one when None)."""
     refuse_archived(session)
-    event_id = event_id or f"{API_ADAPTER}:{new_id()}"
+    event_id = event_id or new_event_id()
     uow.ledger.events.insert(
         EventDraft(
             id=event_id,

@@ -8,11 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nexus.arrival.messages import API_ADAPTER, Doors, QueuedMessage, send_to
+from nexus.arrival.messages import Doors, QueuedMessage, new_event_id, send_checked
 from nexus.arrival.route import Routed, RouteTarget, persona_session_label, route
-from nexus.arrival.settings import check_model, turn_layer
 from nexus.db import UnitOfWork
-from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode
 from nexus.ledger.records import SessionRecord
 from nexus.ledger.repository import Ledger, NotForkable, NotFound
@@ -43,7 +41,7 @@ def route_message(
     such turn), NotForkable, SessionArchived, and ModelConfigError for a configuration the
     session cannot run (nothing is then written)."""
     # The message's event id, known before a persona's main session is made from it.
-    event_id = f"{API_ADAPTER}:{new_id()}"
+    event_id = new_event_id()
     try:
         routed = route(uow.ledger, target, text=content, source_event_id=event_id)
     except NotForkable as error:
@@ -54,20 +52,16 @@ def route_message(
     planned = _planned(uow.ledger, target) if routed.how == "smart" else routed.session
     # Exactly the session routed to: a thread's session is that thread's, whatever
     # aliases a merge left on its label since.
-    queued = send_to(
+    queued = send_checked(
         uow,
+        doors,
         routed.session,
         content,
-        doors.doorbell,
         mode=mode,
         source=source,
-        arrivals=doors.coordination,
-        queueing=doors.queue_policy,
-        policies=doors.policies,
-        model_overrides=turn_layer(model_overrides),
+        model_overrides=model_overrides,
         event_id=event_id,
     )
-    check_model(uow, doors.settings.default_model, queued.session, model_overrides)
     uow.commit()
     session = queued.session
     return RoutedMessage(

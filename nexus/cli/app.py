@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -166,35 +168,49 @@ def merge(
     merge_remote(settings_or_exit(), into=into, merged=entities)
 
 
-# People and aliases (nexus/cli/people.py): `entities`, `entity …`, `aliases`, `alias …`.
-app.command("entities")(people.list_entities)
-app.add_typer(people.entity_app, name="entity")
-app.command("aliases")(people.list_aliases)
-app.add_typer(people.alias_app, name="alias")
-# Personas and capabilities (nexus/cli/agents.py): `agents`, `agent …`, `capabilities`.
-app.command("agents")(agents.list_agents)
-app.add_typer(agents.agent_app, name="agent")
-app.command("capabilities")(agents.list_capabilities)
-# A session's own settings (nexus/cli/settings_cmds.py).
-app.command("configure")(settings_cmds.configure)
-app.command("archive")(settings_cmds.archive)
-app.command("unarchive")(settings_cmds.unarchive)
-app.command("delete")(settings_cmds.delete)
-# A manager's workers (nexus/cli/workers.py): `workers SESSION [--cancel WORKER]`.
-app.command("workers")(worker_cmds.workers)
-# Tokens and cost (nexus/cli/usage.py): `usage [--session S] [--persona P] [--since DATE]`.
-app.command("usage")(usage.usage)
-# The operator's view (nexus/cli/operator.py): `status`, `dead-letters [show|replay ID]`.
-app.command("status")(operator.status)
-app.add_typer(operator.dead_letters_app, name="dead-letters")
-# One session, its turns and its queue (nexus/cli/session_cmds.py).
-app.command("tail")(session_cmds.tail_command)
-app.command("turn")(session_cmds.turn_command)
-app.command("fork")(session_cmds.fork_command)
-app.command("rollback")(session_cmds.rollback_command)
-app.command("compact")(session_cmds.compact_command)
-app.command("queue")(session_cmds.queue_command)
-app.command("tree")(session_cmds.tree_command)
+def _mount(entries: Sequence[tuple[str, Callable[..., Any] | typer.Typer]]) -> None:
+    """Add each command (a function) or command group (a Typer) under its name, in order:
+    the order is the help's."""
+    for name, target in entries:
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name)
+        else:
+            app.command(name)(target)
+
+
+_mount(
+    (
+        # People and aliases (nexus/cli/people.py): `entities`, `entity …`, `aliases`, `alias …`.
+        ("entities", people.list_entities),
+        ("entity", people.entity_app),
+        ("aliases", people.list_aliases),
+        ("alias", people.alias_app),
+        # Personas and capabilities (nexus/cli/agents.py): `agents`, `agent …`, `capabilities`.
+        ("agents", agents.list_agents),
+        ("agent", agents.agent_app),
+        ("capabilities", agents.list_capabilities),
+        # A session's own settings (nexus/cli/settings_cmds.py).
+        ("configure", settings_cmds.configure),
+        ("archive", settings_cmds.archive),
+        ("unarchive", settings_cmds.unarchive),
+        ("delete", settings_cmds.delete),
+        # A manager's workers (nexus/cli/workers.py): `workers SESSION [--cancel WORKER]`.
+        ("workers", worker_cmds.workers),
+        # Tokens and cost (nexus/cli/usage.py): `usage [--session S] [--persona P] [--since DATE]`.
+        ("usage", usage.usage),
+        # The operator's view (nexus/cli/operator.py): `status`, `dead-letters [show|replay ID]`.
+        ("status", operator.status),
+        ("dead-letters", operator.dead_letters_app),
+        # One session, its turns and its queue (nexus/cli/session_cmds.py).
+        ("tail", session_cmds.tail_command),
+        ("turn", session_cmds.turn_command),
+        ("fork", session_cmds.fork_command),
+        ("rollback", session_cmds.rollback_command),
+        ("compact", session_cmds.compact_command),
+        ("queue", session_cmds.queue_command),
+        ("tree", session_cmds.tree_command),
+    )
+)
 
 
 @app.command()
@@ -219,9 +235,13 @@ def dev(
 
 
 # Messages and sessions (nexus/cli/session_cmds.py), after `dev` in the command list.
-app.command("send")(session_cmds.send)
-app.command("sessions")(session_cmds.sessions)
-app.command("session")(session_cmds.session)
+_mount(
+    (
+        ("send", session_cmds.send),
+        ("sessions", session_cmds.sessions),
+        ("session", session_cmds.session),
+    )
+)
 
 
 @hooks_app.callback(invoke_without_command=True)

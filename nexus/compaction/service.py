@@ -141,37 +141,23 @@ class CompactionService:
         config: EffectiveConfig,
         *,
         epoch: int,
+        overflowed: bool = False,
     ) -> Prepared:
-        """The turn's context, compacted first when it reached the proactive threshold."""
-        assembled = self.reader.assemble(snapshot, queries, config)
-        if not policy.should_compact(assembled.tokens, assembled.window):
-            return Prepared(snapshot, assembled)
-        return self._compact_and_reassemble(
-            snapshot,
-            queries,
-            config,
-            epoch=epoch,
-            trigger=CompactionTrigger.PROACTIVE,
-            target_ratio=policy.PROACTIVE_TARGET,
-        )
-
-    def after_overflow(
-        self,
-        snapshot: Snapshot,
-        queries: Sequence[QueryMessage],
-        config: EffectiveConfig,
-        *,
-        epoch: int,
-    ) -> Prepared:
-        """The model says the context is too long after all: compact hard, for one retry."""
-        return self._compact_and_reassemble(
-            snapshot,
-            queries,
-            config,
-            epoch=epoch,
-            trigger=CompactionTrigger.OVERFLOW,
-            target_ratio=policy.OVERFLOW_TARGET,
-        )
+        """The turn's context, compacted first when it reached the proactive threshold;
+        `overflowed` (the model says the context is too long after all): compacted hard,
+        for one retry."""
+        if overflowed:
+            trigger, target_ratio = CompactionTrigger.OVERFLOW, policy.OVERFLOW_TARGET
+        else:
+            assembled = self.reader.assemble(snapshot, queries, config)
+            if not policy.should_compact(assembled.tokens, assembled.window):
+                return Prepared(snapshot, assembled)
+            trigger, target_ratio = CompactionTrigger.PROACTIVE, policy.PROACTIVE_TARGET
+        done = self._compact(snapshot, epoch=epoch, trigger=trigger, target_ratio=target_ratio)
+        if done.status == "fenced":
+            return Prepared(snapshot, None, (done,))
+        snapshot = self.reader.snapshot(snapshot.session.id)
+        return Prepared(snapshot, self.reader.assemble(snapshot, queries, config), (done,))
 
     def asked(
         self, session_id: str, turn_id: str, asked: CompactionAsk, *, epoch: int, report: Report
@@ -205,22 +191,6 @@ class CompactionService:
             return ()
 
     # -- the one path ------------------------------------------------------------------------
-
-    def _compact_and_reassemble(
-        self,
-        snapshot: Snapshot,
-        queries: Sequence[QueryMessage],
-        config: EffectiveConfig,
-        *,
-        epoch: int,
-        trigger: CompactionTrigger,
-        target_ratio: float,
-    ) -> Prepared:
-        done = self._compact(snapshot, epoch=epoch, trigger=trigger, target_ratio=target_ratio)
-        if done.status == "fenced":
-            return Prepared(snapshot, None, (done,))
-        snapshot = self.reader.snapshot(snapshot.session.id)
-        return Prepared(snapshot, self.reader.assemble(snapshot, queries, config), (done,))
 
     def _compact(
         self,

@@ -18,9 +18,15 @@ from functools import partial
 from typing import Any
 
 from nexus.agents.tree import session_tree
-from nexus.arrival.messages import Doors, QueuedMessage, request_compaction, send_to_session
+from nexus.arrival.messages import (
+    Doors,
+    QueuedMessage,
+    new_event_id,
+    request_compaction,
+    send_checked,
+    session_for_label,
+)
 from nexus.arrival.service import refuse_archived
-from nexus.arrival.settings import check_model, turn_layer
 from nexus.db import Database, UnitOfWork
 from nexus.doorbell import Doorbell
 from nexus.engine.stream_events import QUEUE_ITEM_DROPPED
@@ -134,20 +140,17 @@ def send(
             check_new_label(label)
         except ValueError as error:
             raise InvalidLabel(str(error)) from error
-    queued = send_to_session(
+    event_id = new_event_id()
+    queued = send_checked(
         uow,
-        label,
+        doors,
+        session_for_label(uow, label, persona, event_id),
         content,
-        doors.doorbell,
-        persona=persona,
         mode=mode,
         source=source,
-        arrivals=doors.coordination,
-        queueing=doors.queue_policy,
-        policies=doors.policies,
-        model_overrides=turn_layer(model_overrides),
+        model_overrides=model_overrides,
+        event_id=event_id,
     )
-    check_model(uow, doors.settings.default_model, queued.session, model_overrides)
     uow.commit()
     return queued
 

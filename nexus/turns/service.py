@@ -160,7 +160,9 @@ class TurnService:
             # override): the attempt is recorded failed with the reason; no model is called.
             refused = TurnRun(refused_result(queries, str(error)), [], AfterTurn())
             unclaimed = dataclasses.replace(inputs, consumed=(), queue_mode=None, source=None)
-            status = self._commit(snapshot, unclaimed, refused, self.clock(), None, report)
+            status = self._committer().commit(
+                snapshot.session, unclaimed, refused, self.clock(), None, report
+            )
             return TurnOutcome(status, turn_id, refused.result)
         prepared = compaction.before_turn(snapshot, queries, config, epoch=inputs.epoch)
         compactions = prepared.compactions
@@ -174,8 +176,8 @@ class TurnService:
             prepared.snapshot, prepared.assembled.request, turn_id, config, scrubber, queries
         )
         if ran.result.overflowed and not ran.result.ran_tools:
-            prepared = compaction.after_overflow(
-                prepared.snapshot, queries, config, epoch=inputs.epoch
+            prepared = compaction.before_turn(
+                prepared.snapshot, queries, config, epoch=inputs.epoch, overflowed=True
             )
             compactions += prepared.compactions
             if prepared.assembled is None:
@@ -183,7 +185,9 @@ class TurnService:
             ran = self._run(
                 prepared.snapshot, prepared.assembled.request, turn_id, config, scrubber, queries
             )
-        status = self._commit(prepared.snapshot, inputs, ran, started, config, report, scrubber)
+        status = self._committer().commit(
+            prepared.snapshot.session, inputs, ran, started, config, report, scrubber
+        )
         wanted = ran.after.compaction  # by the `compact_context` tool
         if status == "committed" and ran.result.status == TurnStatus.COMPLETED and wanted:
             compactions += compaction.asked(
@@ -225,18 +229,9 @@ class TurnService:
         )
         return TurnRun(machine.run(request, tuple(queries)), effects, after)
 
-    def _commit(
-        self,
-        snapshot: Snapshot,
-        inputs: TurnInputs,
-        ran: TurnRun,
-        started: int,
-        config: EffectiveConfig | None,
-        report: Report,
-        scrubber: Scrubber | None = None,
-    ) -> str:
-        """Commit (or record) the turn, priced (TurnCommit); its report is added to `report`."""
-        committer = TurnCommit(
+    def _committer(self) -> TurnCommit:
+        """How this service commits (or records) a turn, priced; its report goes to the
+        `Report` the caller passes."""
+        return TurnCommit(
             self.database, self.publisher, self.contexts, self.commit_hooks, self.prices, self.clock
         )
-        return committer.commit(snapshot.session, inputs, ran, started, config, report, scrubber)
