@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from sqlalchemy import create_engine, text
@@ -12,7 +13,19 @@ from sqlalchemy.engine import make_url
 PG_ADMIN_URL = os.environ.get(
     "NEXUS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-REDIS_URL = os.environ.get("NEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _this_process(redis_url: str) -> str:
+    """`redis_url` with this test process's database: the one given (15 by default) for a
+    serial run; under pytest-xdist each process counts down from it (gw0 the one given,
+    gw1 the next lower, ...), so a test that flushes or counts keys sees only its own."""
+    parts = urlsplit(redis_url)
+    given = int(parts.path.strip("/") or 0)
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    return urlunsplit(parts._replace(path=f"/{(given - worker) % 16}"))
+
+
+REDIS_URL = _this_process(os.environ.get("NEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 # The Postgres drivers the ledger runs on, by test id: psycopg 3 (the default) and psycopg2.
 POSTGRES_DRIVERS = {"postgres": "postgresql+psycopg", "postgres-psycopg2": "postgresql+psycopg2"}
 DEFAULT_DRIVER = "postgres"

@@ -210,7 +210,7 @@ def test_flushall_with_50_pending_loses_nothing(pg_database: Database, tmp_path:
             route_waiting(uow, policies, queueing=no_cap, limit=25)
             uow.commit()
         assert len(nodes.items()) == 25
-        redis.Redis.from_url(REDIS_URL).flushall()  # every doorbell gone
+        redis.Redis.from_url(REDIS_URL).flushdb()  # every doorbell gone (this run's database)
         with celery_worker(
             nodes.environment, tmp_path / "after-flush.log", queues="events,sessions"
         ):
