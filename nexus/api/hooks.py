@@ -14,7 +14,7 @@ from nexus.api.pagination import Page, PageRequest, decode_cursor, page_body, pa
 from nexus.db import Database
 from nexus.hooks import admin
 from nexus.hooks.admin import HookNotFound
-from nexus.hooks.dry_run import UnknownHook, dry_run, dry_run_event
+from nexus.hooks.dry_run import DryRun, UnknownHook, dry_run, dry_run_event
 from nexus.hooks.registry import RegistrationRefused, sync_directory
 from nexus.ledger.records import HookRecord
 from nexus.ledger.strings import HookName
@@ -64,17 +64,6 @@ class SyncView(BaseModel):
     registered: list[str]
     disabled: list[str]
     problems: list[str]
-
-
-class DryRunView(BaseModel):
-    """What the hook decided on the event; nothing was written."""
-
-    hook: str
-    fired: bool
-    latency_ms: int
-    error: str | None
-    result: dict[str, Any] | None
-    state_after: dict[str, Any]
 
 
 @router.get("")
@@ -146,7 +135,7 @@ def sync(graph: NexusDep, allow_empty: bool = False) -> SyncView:
 @router.post("/{name}/test")
 def dry_run_hook(
     name: HookName, graph: NexusDep, event: Annotated[dict[str, Any], Body()]
-) -> DryRunView:
+) -> DryRun:
     """Evaluate the hook, as loaded from the API process's NEXUS_HOOKS_DIR, on `event` (the
     fields of an event; those left out take dry-run defaults). Nothing is written."""
     try:
@@ -157,4 +146,4 @@ def dry_run_hook(
         done = dry_run(graph.fresh_hook_runner, name, record)
     except UnknownHook as error:
         raise ApiError(404, "not_found", str(error)) from error
-    return DryRunView.model_validate(done, from_attributes=True)
+    return done

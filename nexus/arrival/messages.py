@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any, Protocol, TypedDict, Unpack
 
 from nexus.access.policy import Policy
+from nexus.arrival.route import ensure_labelled
 from nexus.arrival.service import QUEUED, ArrivalSignals, queue_for, refuse_archived
 from nexus.arrival.settings import (
     QueuePolicy,
@@ -23,7 +24,7 @@ from nexus.doorbell import Doorbell
 from nexus.event import INTERNAL_TRIGGERS
 from nexus.ids import new_id
 from nexus.ledger.enums import MessageSource, QueueMode, SessionOrigin
-from nexus.ledger.records import EventDraft, NewSession, SessionRecord
+from nexus.ledger.records import EventDraft, SessionRecord
 from nexus.people.merge import MERGE_REASON, MergeResult, merge_entities
 from nexus.queueing.coordination import Coordination
 from nexus.queueing.modes import COMPACT
@@ -90,15 +91,7 @@ def session_for_label(
     if session is not None:
         return session
     agent = uow.ledger.agents.ensure(persona or DEFAULT_PERSONA)
-    return uow.ledger.sessions.ensure(
-        NewSession(
-            label=label,
-            persona_id=agent.id,
-            origin=SessionOrigin.USER,
-            routing_key=label,
-            source_event_id=event_id,
-        )
-    )
+    return ensure_labelled(uow.ledger, label, agent.id, SessionOrigin.USER, event_id)
 
 
 def send_to_session(

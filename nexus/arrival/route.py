@@ -100,13 +100,25 @@ def _persona(ledger: Ledger, persona_name: str, source_event_id: str | None) -> 
     found = ledger.sessions.resolve(label)
     if found is not None:
         return Routed(found, "persona")
-    created = ledger.sessions.ensure(
+    created = ensure_labelled(ledger, label, persona.id, SessionOrigin.SYSTEM, source_event_id)
+    return Routed(created, "created")
+
+
+def ensure_labelled(
+    ledger: Ledger,
+    label: str,
+    persona_id: str,
+    origin: SessionOrigin,
+    source_event_id: str | None,
+) -> SessionRecord:
+    """The session `label` (aliases followed), else a new one under it, routed by that
+    label and made by the event `source_event_id` (safe when racing)."""
+    return ledger.sessions.ensure(
         NewSession(
             label=label,
-            persona_id=persona.id,
-            origin=SessionOrigin.SYSTEM,
+            persona_id=persona_id,
+            origin=origin,
             routing_key=label,
             source_event_id=source_event_id,
         )
     )
-    return Routed(created, "created")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from functools import cached_property
+from collections.abc import Callable
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from sqlalchemy import Connection
 
@@ -38,6 +39,37 @@ from nexus.ledger.repository.turns import TurnRepository
 from nexus.ledger.repository.usage import UsageRepository
 from nexus.ledger.repository.workers import WorkerRepository
 
+_R = TypeVar("_R")
+
+
+class _Repository(Generic[_R]):
+    """One of the ledger's repositories, built on first use from its connection (and its
+    clock, unless `clocked` is False) and kept for the ledger's life, as `cached_property`
+    keeps what it builds."""
+
+    @overload
+    def __init__(self, build: Callable[[Connection, Clock], _R]) -> None: ...
+    @overload
+    def __init__(self, build: Callable[[Connection], _R], *, clocked: Literal[False]) -> None: ...
+    def __init__(self, build: Callable[..., _R], *, clocked: bool = True) -> None:
+        self._build = build
+        self._clocked = clocked
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, ledger: None, owner: type[Any]) -> _Repository[_R]: ...
+    @overload
+    def __get__(self, ledger: Ledger, owner: type[Any]) -> _R: ...
+    def __get__(self, ledger: Ledger | None, owner: type[Any]) -> _Repository[_R] | _R:
+        if ledger is None:
+            return self
+        clock = (ledger.clock,) if self._clocked else ()
+        built = self._build(ledger.connection, *clock)
+        ledger.__dict__[self._name] = built  # found before this descriptor from now on
+        return built
+
 
 class Ledger:
     """The repositories bound to one connection (and so to one transaction).
@@ -50,89 +82,27 @@ class Ledger:
         self.connection = connection
         self.clock = clock  # the ledger's notion of now, for callers that compare times
 
-    @cached_property
-    def agents(self) -> AgentRepository:
-        return AgentRepository(self.connection, self.clock)
-
-    @cached_property
-    def sessions(self) -> SessionRepository:
-        return SessionRepository(self.connection, self.clock)
-
-    @cached_property
-    def session_events(self) -> SessionEventRepository:
-        return SessionEventRepository(self.connection, self.clock)
-
-    @cached_property
-    def turns(self) -> TurnRepository:
-        return TurnRepository(self.connection, self.clock)
-
-    @cached_property
-    def threads(self) -> ThreadRepository:
-        return ThreadRepository(self.connection)
-
-    @cached_property
-    def snapshots(self) -> SnapshotRepository:
-        return SnapshotRepository(self.connection, self.clock)
-
-    @cached_property
-    def events(self) -> EventRepository:
-        return EventRepository(self.connection, self.clock)
-
-    @cached_property
-    def identity(self) -> IdentityRepository:
-        return IdentityRepository(self.connection, self.clock)
-
-    @cached_property
-    def entities(self) -> EntityRepository:
-        return EntityRepository(self.connection, self.clock)
-
-    @cached_property
-    def queue(self) -> QueueRepository:
-        return QueueRepository(self.connection, self.clock)
-
-    @cached_property
-    def search(self) -> SearchRepository:
-        return SearchRepository(self.connection)
-
-    @cached_property
-    def hooks(self) -> HookRepository:
-        return HookRepository(self.connection, self.clock)
-
-    @cached_property
-    def timer(self) -> TimerRepository:
-        return TimerRepository(self.connection, self.clock)
-
-    @cached_property
-    def deliveries(self) -> DeliveryRepository:
-        return DeliveryRepository(self.connection, self.clock)
-
-    @cached_property
-    def metrics(self) -> MetricsRepository:
-        return MetricsRepository(self.connection)
-
-    @cached_property
-    def usage(self) -> UsageRepository:
-        return UsageRepository(self.connection)
-
-    @cached_property
-    def workers(self) -> WorkerRepository:
-        return WorkerRepository(self.connection, self.clock)
-
-    @cached_property
-    def tasks(self) -> TaskRepository:
-        return TaskRepository(self.connection, self.clock)
-
-    @cached_property
-    def dead_letters(self) -> DeadLetterRepository:
-        return DeadLetterRepository(self.connection, self.clock)
-
-    @cached_property
-    def gmail(self) -> GmailRepository:
-        return GmailRepository(self.connection, self.clock)
-
-    @cached_property
-    def files(self) -> FileRepository:
-        return FileRepository(self.connection, self.clock)
+    agents = _Repository(AgentRepository)
+    sessions = _Repository(SessionRepository)
+    session_events = _Repository(SessionEventRepository)
+    turns = _Repository(TurnRepository)
+    threads = _Repository(ThreadRepository, clocked=False)
+    snapshots = _Repository(SnapshotRepository)
+    events = _Repository(EventRepository)
+    identity = _Repository(IdentityRepository)
+    entities = _Repository(EntityRepository)
+    queue = _Repository(QueueRepository)
+    search = _Repository(SearchRepository, clocked=False)
+    hooks = _Repository(HookRepository)
+    timer = _Repository(TimerRepository)
+    deliveries = _Repository(DeliveryRepository)
+    metrics = _Repository(MetricsRepository, clocked=False)
+    usage = _Repository(UsageRepository, clocked=False)
+    workers = _Repository(WorkerRepository)
+    tasks = _Repository(TaskRepository)
+    dead_letters = _Repository(DeadLetterRepository)
+    gmail = _Repository(GmailRepository)
+    files = _Repository(FileRepository)
 
 
 __all__ = [
