@@ -11,8 +11,11 @@ against 100 × 200 (`--quick`: 1,000 × 2 against 100 × 20). Measured on each s
   the ledger stamps them);
 - Redis memory per idle session once every turn is answered: `MEMORY USAGE` of every key
   under the side's prefix naming a session id, over the sessions, with each kind of key
-  (the id replaced by `{session}`) and whether it expires. `INFO memory`'s `used_memory`
-  change is beside it, indicative only: the Redis is shared;
+  (the id replaced by `{session}`), whether it expires and its longest TTL. Two figures: at
+  once (within the replay window, the streams still there for a reconnect) and past the
+  window (the keys whose TTL outlives it: what an idle session costs from then on, read
+  from the TTLs rather than waited for). `INFO memory`'s `used_memory` change is beside
+  it, indicative only: the Redis is shared;
 - the watchdog's look (`ring_orphaned` + `relay_hooks`, as a worker's watchdog thread runs
   them) and the relay (`relay`, as each timer tick runs it) with every session idle: SQL
   statements and Redis round trips per tick (counted as `bench.counts` counts them) and
@@ -39,6 +42,7 @@ from sqlalchemy import text
 from bench import harness
 from bench.harness import poller, scalar
 from bench.stacks import NexusStack, nexus_stack
+from nexus.queueing.stream_expiry import STREAM_REPLAY_WINDOW_S
 
 SENDERS = 16
 SETTLED = "SELECT count(*) FROM queue_items WHERE status IN ('done', 'dropped', 'dead')"
@@ -117,11 +121,12 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 
 def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
     """`MEMORY USAGE` of the keys under `prefix`: those naming a session (per session, and
-    by kind), and the rest (the broker's, shared by all sessions)."""
+    by kind; all of them, and those outliving the stream's replay window), and the rest
+    (the broker's, shared by all sessions)."""
     client = redis.Redis.from_url(harness.REDIS_URL)
     ids = set(session_ids)
     kinds: dict[str, Counter[str]] = {}
-    per_session = other = 0
+    per_session = past_window = other = 0
     keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
     with client.pipeline(transaction=False) as pipe:
         for key in keys:
@@ -129,23 +134,31 @@ def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
             pipe.ttl(key)
         answers = pipe.execute()
     for key, used, ttl in zip(keys, answers[0::2], answers[1::2], strict=True):
+        if used is None:
+            continue  # expired (a lease released) since the scan
         name = key.decode()[len(prefix) :]
         found = next((part for part in name.replace("/", ":").split(":") if part in ids), None)
         if found is None:
-            other += int(used or 0)
+            other += int(used)
             continue
-        per_session += int(used or 0)
+        per_session += int(used)
+        outlives = ttl == -1 or ttl > STREAM_REPLAY_WINDOW_S
+        past_window += int(used) * outlives
         kind = name.replace(found, "{session}")
         counted = kinds.setdefault(kind, Counter())
         counted["keys"] += 1
-        counted["bytes"] += int(used or 0)
+        counted["bytes"] += int(used)
+        counted["bytes_past_window"] += int(used) * outlives
         counted["without_expiry"] += int(ttl == -1)
+        counted["ttl_max_s"] = max(counted["ttl_max_s"], ttl)
     entries = [client.xlen(k) for k in keys if k.decode()[len(prefix) :].startswith("stream:")]
     client.close()
     sessions = max(1, len(session_ids))
     return {
         "sessions": len(session_ids),
         "bytes_per_session": per_session / sessions,
+        "replay_window_s": STREAM_REPLAY_WINDOW_S,
+        "bytes_per_session_past_window": past_window / sessions,
         "shared_bytes": other,
         "keys_per_session": sum(c["keys"] for c in kinds.values()) / sessions,
         "entries_per_stream": statistics.fmean(entries) if entries else 0.0,
@@ -153,7 +166,9 @@ def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
             kind: {
                 "keys": c["keys"],
                 "bytes_per_key": c["bytes"] / c["keys"],
+                "bytes_past_window_per_key": c["bytes_past_window"] / c["keys"],
                 "without_expiry": c["without_expiry"],
+                "ttl_max_s": c["ttl_max_s"],
             }
             for kind, c in sorted(kinds.items())
         },
@@ -283,7 +298,7 @@ def run(
         "many": many_side,
         "throughput_ratio": many_side["events_per_s"] / few_side["events_per_s"],
         "p99_ratio": many_side["latency_ms"]["p99"] / max(1.0, few_side["latency_ms"]["p99"]),
-        "idle_session_bytes": many_side["redis"]["bytes_per_session"],
+        "idle_session_bytes": many_side["redis"]["bytes_per_session_past_window"],
         "tick_growth": {
             name: {
                 key: many_side["ticks"][name][key] - few_side["ticks"][name][key]

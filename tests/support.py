@@ -290,8 +290,9 @@ def serving_cli(tmp_path: Path, monkeypatch: Any, **parts: Any) -> Iterator[Nexu
 
 
 @contextmanager
-def redis_coordination() -> Iterator[RedisCoordination]:
-    """Coordination on the real Redis under a key prefix of its own, its keys deleted after."""
+def redis_coordination(**options: Any) -> Iterator[RedisCoordination]:
+    """Coordination on the real Redis under a key prefix of its own, its keys deleted after
+    (`options`: RedisCoordination's, say a shorter `replay_window_s`)."""
     import redis
     import redis.asyncio
 
@@ -302,7 +303,10 @@ def redis_coordination() -> Iterator[RedisCoordination]:
     prefix = f"nexus-test-{uuid.uuid4().hex[:8]}:"
     try:
         yield RedisCoordination(
-            client, prefix=prefix, streams=lambda: redis.asyncio.Redis.from_url(REDIS_URL)
+            client,
+            prefix=prefix,
+            streams=lambda: redis.asyncio.Redis.from_url(REDIS_URL),
+            **options,
         )
     finally:
         keys = list(client.scan_iter(f"{prefix}*"))

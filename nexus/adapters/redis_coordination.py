@@ -20,7 +20,8 @@ from nexus.engine.stream_events import StreamEvent
 from nexus.ledger.enums import MessageSource
 from nexus.queueing.coordination import CoordinationUnavailable, Steer
 from nexus.queueing.running import RUNNING_TTL_S, RunningTurn, change_for, running_from
-from nexus.queueing.stream_log import START, STREAM_KEEP, STREAM_TTL_S, StreamEntry
+from nexus.queueing.stream_expiry import STREAM_REPLAY_WINDOW_S, stream_expiries
+from nexus.queueing.stream_log import START, STREAM_KEEP, StreamEntry
 
 SIGNAL_TTL_S = 3_600  # a signal nobody took is stale after an hour; its input is durable
 # Every command's socket timeout (redis-py's default, said out loud; a URL may set its own).
@@ -37,6 +38,15 @@ if current == nil or current < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 end
 return 1
+"""
+# EXPIRE unless the key has longer to live already (EXPIRE's GT option, which Redis has only
+# from 7.0, would also leave a key without an expiry as it is).
+_EXPIRE_AT_LEAST = """
+local ttl = redis.call('TTL', KEYS[1])
+if ttl >= tonumber(ARGV[1]) then
+  return 0
+end
+return redis.call('EXPIRE', KEYS[1], ARGV[1])
 """
 
 StreamClient = Callable[[], "redis.asyncio.Redis"]
@@ -71,10 +81,16 @@ class RedisCoordination:
     asyncio connection belongs to the loop that opened it)."""
 
     def __init__(
-        self, client: redis.Redis, *, streams: StreamClient, prefix: str = "nexus:"
+        self,
+        client: redis.Redis,
+        *,
+        streams: StreamClient,
+        prefix: str = "nexus:",
+        replay_window_s: int = STREAM_REPLAY_WINDOW_S,
     ) -> None:
         self._redis = client
         self._prefix = prefix
+        self._replay_window_s = replay_window_s
         self._new_stream_client = streams
         self._stream_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._clients_lock = threading.Lock()
@@ -212,17 +228,22 @@ class RedisCoordination:
             raise failed
 
     def _add_events(self, pipe: Any, events: Sequence[StreamEvent]) -> None:
-        keys: dict[str, None] = {}
         for event in events:
             key = self._key("stream", event.session_id)
-            keys[key] = None
             fields = {"type": event.type, "data": json.dumps(event.data, default=str)}
             if event.at:  # where the ledger keeps it: a reconnect after a flush reads there
                 fields["at"] = event.at
             pipe.xadd(key, fields, maxlen=STREAM_KEEP, approximate=True)
             self._follow(pipe, event)
-        for key in keys:
-            pipe.expire(key, STREAM_TTL_S)
+        # One command per stream, as ever: the hour while a turn runs, the replay window once
+        # its commit has reported (nexus/queueing/stream_expiry.py).
+        expiries = stream_expiries(events, window_s=self._replay_window_s)
+        for session_id, expiry in expiries.items():
+            key = self._key("stream", session_id)
+            if expiry.at_least:
+                pipe.eval(_EXPIRE_AT_LEAST, 1, key, expiry.seconds)
+            else:
+                pipe.expire(key, expiry.seconds)
 
     def _follow(self, pipe: Any, event: StreamEvent) -> None:
         """The running-turn record, kept in the same round trip as the events it follows."""

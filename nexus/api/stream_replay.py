@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from nexus.bootstrap import Nexus
 from nexus.db import Database
-from nexus.engine.stream import Mark
+from nexus.engine.stream_events import Mark
 from nexus.ledger.repository.session_events import SessionEventRecord
 from nexus.queueing.coordination import Coordination, CoordinationUnavailable
 from nexus.queueing.stream_log import ResumeId, resume_id_text

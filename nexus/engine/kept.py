@@ -8,8 +8,8 @@ from typing import Any
 
 from nexus.db import UnitOfWork
 from nexus.engine.credentials import Scrubber
-from nexus.engine.stream import LeadingPublisher, Mark, Report, StreamPublisher
-from nexus.engine.stream_events import MESSAGE_DELTA, SESSION_COMPLETED, StreamEvent
+from nexus.engine.stream import LeadingPublisher, Report, StreamPublisher
+from nexus.engine.stream_events import MESSAGE_DELTA, SESSION_COMPLETED, Mark, StreamEvent
 
 
 def keep_turn_events(

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -17,6 +17,7 @@ from nexus.engine.stream_events import (
     MESSAGE_CREATED,
     QUEUE_ITEM_CONSUMED,
     TURN_COMMITTED,
+    Mark,
     StreamEvent,
 )
 
@@ -107,34 +108,6 @@ class Report:
             log.warning("turn_report_unpublished", events=len(events), exc_info=True)
         finally:
             run_after_commit(self.rings)
-
-
-class Mark(NamedTuple):
-    """Where a stream event is in the ledger's `session_events`, carried beside it on the
-    stream (never in its data): `s{sequence}` for a kept event published after its commit,
-    `t{turn_id}:{n}` for the n-th event a running turn published (its turn's commit keeps
-    it as the turn's n-th row). The SSE route makes event ids of these (nexus/api)."""
-
-    sequence: int | None = None
-    turn_id: str | None = None
-    n: int | None = None
-
-    def text(self) -> str:
-        if self.sequence is not None:
-            return f"s{self.sequence}"
-        if self.turn_id is not None and self.n is not None:
-            return f"t{self.turn_id}:{self.n}"
-        return ""
-
-    @classmethod
-    def read(cls, at: str) -> Mark:
-        """The mark an entry carries ("" or anything unreadable: none)."""
-        if at.startswith("s") and at[1:].isdigit():
-            return cls(sequence=int(at[1:]))
-        turn, colon, n = at[1:].partition(":")
-        if at.startswith("t") and colon and turn and n.isdigit():
-            return cls(turn_id=turn, n=int(n))
-        return cls()
 
 
 @dataclass

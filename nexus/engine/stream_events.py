@@ -35,3 +35,31 @@ class StreamEvent(NamedTuple):
     data: dict[str, Any]
     # Where the event sits in the ledger's copy (see `Mark`): "" for an event not kept.
     at: str = ""
+
+
+class Mark(NamedTuple):
+    """Where a stream event is in the ledger's `session_events`, carried beside it on the
+    stream (never in its data): `s{sequence}` for a kept event published after its commit,
+    `t{turn_id}:{n}` for the n-th event a running turn published (its turn's commit keeps
+    it as the turn's n-th row). The SSE route makes event ids of these (nexus/api)."""
+
+    sequence: int | None = None
+    turn_id: str | None = None
+    n: int | None = None
+
+    def text(self) -> str:
+        if self.sequence is not None:
+            return f"s{self.sequence}"
+        if self.turn_id is not None and self.n is not None:
+            return f"t{self.turn_id}:{self.n}"
+        return ""
+
+    @classmethod
+    def read(cls, at: str) -> Mark:
+        """The mark an entry carries ("" or anything unreadable: none)."""
+        if at.startswith("s") and at[1:].isdigit():
+            return cls(sequence=int(at[1:]))
+        turn, colon, n = at[1:].partition(":")
+        if at.startswith("t") and colon and turn and n.isdigit():
+            return cls(turn_id=turn, n=int(n))
+        return cls()

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # How much a stream keeps: enough for a reconnect to catch up, bounded so a busy session
-# cannot grow it without end (Redis: MAXLEN ~ and an expiry).
+# cannot grow it without end (Redis: MAXLEN ~, and an expiry: `stream_expiry`).
 STREAM_KEEP = 1_000
-STREAM_TTL_S = 3_600
 START = "0-0"
 # What an id may be: `{ms}-{seq}` (or `{ms}`, meaning seq 0), each part an unsigned 64-bit
 # number as Redis has them. ASCII digits only: `\d` would take other scripts' digits.
@@ -39,7 +38,7 @@ class StreamEntry:
     id: str
     type: str
     data: dict[str, Any]
-    at: str = ""  # where the ledger keeps it (nexus.engine.stream.Mark), "" if it does not
+    at: str = ""  # where the ledger keeps it (nexus.engine.stream_events.Mark), "" if it does not
 
 
 def parse_stream_id(value: str, *, now_ms: int) -> str:

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from nexus.adapters.scripted import CallTools, Fail, Say
 from nexus.db import Database
 from nexus.engine.model import ModelError
-from nexus.engine.stream import Mark
+from nexus.engine.stream_events import Mark
 from nexus.ledger.repository.session_events import SessionEventRecord
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.queueing.stream_log import START, StreamEntry

@@ -5,6 +5,7 @@ the ledger, in order and once, then continues live — on Redis and on the in-pr
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from tests.contract.engine_support import (
     registry_with,
 )
 from tests.integration.test_sse_streams import Listener, Served, _serve
-from tests.support import FakeClock
+from tests.support import FakeClock, redis_coordination
 
 
 @pytest.fixture
@@ -152,3 +153,59 @@ def test_events_lost_while_a_turn_runs_are_sent_when_it_commits(served: Served) 
     got = sorted(kind for _, kind in again.events())
     assert got == sorted(kind for _, kind, _ in kept[2:])
     assert [kind for _, kind in first.events()] == [kind for _, kind, _ in kept[:2]]
+
+
+@pytest.mark.redis
+def test_a_reconnect_after_the_replay_window_misses_nothing_kept(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    """An idle session's stream expires a replay window after its last commit's report (one
+    second here): a client that was away longer is served from the ledger, with no gap, and
+    one that stayed connected through the expiry goes on live as before."""
+    shutil.copyfile(sqlite_template, tmp_path / "nexus.db")
+    database = Database(f"sqlite:///{tmp_path / 'nexus.db'}")
+    with redis_coordination(replay_window_s=1) as coordination:
+        graph = bootstrap(
+            Settings(api_tokens="tok"),
+            database=database,
+            doorbell=RecordingDoorbell(),
+            coordination=coordination,
+        )
+        with _serve(graph) as served:
+            rig = build_rig(database, FakeClock())
+            rig.turns.publisher = coordination
+            session = rig.session("dm:windowed")
+            url = f"{served.base}/v1/sessions/dm:windowed/stream"
+            staying, leaving = Listener(url), Listener(url, stop_after=3)
+            staying.connected()
+            leaving.connected()
+            rig.say(session.id, "one")
+            assert leaving.ended.wait(10)
+            rig.say(session.id, "two")  # the leaving client misses the rest of it all
+            kept = _kept(database, session.id)
+            staying.wait_for("both turns", lambda: len(staying.events()) == len(kept))
+            stream = coordination._key("stream", session.id)
+            assert 0 < coordination._redis.ttl(stream) <= 1  # idle: the window, not the hour
+            _wait_until_gone(coordination, stream)
+
+            again = Listener(url, headers={"Last-Event-ID": leaving.events()[-1][0]})
+            missed = kept[3:]
+            again.wait_for("the missed ones", lambda: len(again.events()) >= len(missed))
+            assert [kind for _, kind in again.events()] == [kind for _, kind, _ in missed]
+            # Then live, for both: a third turn on a stream Redis starts afresh.
+            rig.say(session.id, "three")
+            everything = _kept(database, session.id)
+            for listener, first in ((again, 3), (staying, 0)):
+                expected = [kind for _, kind, _ in everything[first:]]
+                listener.wait_for("the third", lambda: len(listener.events()) >= len(expected))  # noqa: B023
+                assert [kind for _, kind in listener.events()] == expected
+                assert len({event_id for event_id, _ in listener.events()}) == len(expected)
+    database.close()
+
+
+def _wait_until_gone(coordination: RedisCoordination, key: str, timeout: float = 10) -> None:
+    """Until Redis has expired `key` (EXISTS expires a key whose time is up as it asks)."""
+    deadline = time.monotonic() + timeout
+    while coordination._redis.exists(key):
+        assert time.monotonic() < deadline, f"{key} did not expire"
+        time.sleep(0.05)
