@@ -32,18 +32,20 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from bench import harness
+from bench import harness, prose
 from bench.depth import COMPACT_EVERY, KEEP, assemble_context, turns_for
 from bench.ledger import _session
 from nexus.db import Database
 from tests.support import build_chain, text_turn
 
+Said = Callable[[int], tuple[str, str]]  # step i's question and answer
+
 
 class LangGraphThread:
     """One conversation thread in the checkpointer, stepped as a chat agent would."""
 
-    def __init__(self, saver: PostgresSaver, thread_id: str) -> None:
-        self.saver = saver
+    def __init__(self, saver: PostgresSaver, thread_id: str, said: Said = prose.short) -> None:
+        self.saver, self.said = saver, said
         self.config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         self.read_config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         self.messages: list[BaseMessage] = []
@@ -52,8 +54,8 @@ class LangGraphThread:
 
     def step(self) -> int:
         """Append a question and its answer, store the checkpoint, read the state back."""
-        said = f"question {self.steps}"
-        self.messages = [*self.messages, HumanMessage(said), AIMessage(f"re: {said}")]
+        question, answer = self.said(self.steps)
+        self.messages = [*self.messages, HumanMessage(question), AIMessage(answer)]
         self.version = self.saver.get_next_version(self.version, None)
         checkpoint: Checkpoint = {
             "v": LATEST_VERSION,

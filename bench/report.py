@@ -212,13 +212,29 @@ def _sessions(r: dict[str, Any]) -> list[Row]:
 
 def _storage(r: dict[str, Any]) -> list[Row]:
     n, peer = r["nexus_bytes_per_turn"], r["langgraph_bytes_per_turn"]
-    name = f"bytes on disk per turn after {r['turns']:,} turns (how many times smaller)"
+    name = f"bytes on disk per turn after {r['turns']:,} turns of prose (how many times smaller)"
     compact = f"… the same, tables rewritten compact (VACUUM FULL), after {r['turns']:,} turns"
     n_c, peer_c = r["nexus_compact_bytes_per_turn"], r["langgraph_compact_bytes_per_turn"]
-    return [
+    rows = [
         Row(name, n, peer, "B", "LangGraph PostgresSaver", r["ratio"], 10.0),
         Row(compact, n_c, peer_c, "B", "LangGraph PostgresSaver", r["compact_ratio"]),
     ]
+    if "short" in r:  # the same with a tiny message each turn: what pglz flatters
+        s = r["short"]
+        tiny = '… the same with "question i" / "re: question i" each turn' + (
+            f", after {r['turns']:,} turns"
+        )
+        rows.append(
+            Row(
+                tiny,
+                s["nexus_bytes_per_turn"],
+                s["langgraph_bytes_per_turn"],
+                "B",
+                "LangGraph PostgresSaver",
+                s["ratio"],
+            )
+        )
+    return rows
 
 
 _BUILDERS = {
