@@ -46,8 +46,10 @@ class _Pipe:
                 if not data:
                     break
                 delay_ms = self.link._up_ms if self.up else self.link._down_ms
+                self.link.chunks += 1
                 if self.link._loss and self.link._random.random() < self.link._loss:
                     delay_ms += self.link.retransmit_ms
+                    self.link.held += 1
                 await self.queue.put((time.monotonic() + delay_ms / 1000, data))
         except (ConnectionError, OSError):
             pass
@@ -80,6 +82,8 @@ class Link:
         self.retransmit_ms = 200.0
         self.port = 0
         self.connections = 0  # accepted so far
+        self.chunks = 0  # read from either end so far
+        self.held = 0  # of them, held back a retransmission time (`loss`)
         self._up_ms = 0.0
         self._down_ms = 0.0
         self._loss = 0.0

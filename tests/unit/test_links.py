@@ -123,8 +123,10 @@ def test_delay_is_per_direction(echo: tuple[str, int]) -> None:
         assert time.monotonic() - started >= 0.25
         link.delay()
         link.loss(1.0, retransmit_ms=120)  # every chunk stalls once each way
+        held = link.held
         started = time.monotonic()
         assert _round_trip(sock, b"lossy") == b"lossy"
         assert time.monotonic() - started >= 0.24
+        assert link.held - held >= 2 and link.chunks >= link.held  # counted, each way
         with pytest.raises(ValueError, match="between 0 and 1"):
             link.loss(1.5)
