@@ -50,7 +50,7 @@ def _within(seconds: float, call: Callable[[], object]) -> BaseException | None:
     def run() -> None:
         try:
             call()
-        except BaseException as error:  # noqa: BLE001 - handed to the test
+        except BaseException as error:  # handed to the test
             raised.append(error)
         else:
             raised.append(None)

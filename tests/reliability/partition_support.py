@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -24,6 +27,7 @@ from tests.integration.worker_process import worker_environment
 from tests.reliability.links import Link
 from tests.services import REDIS_URL
 
+T = TypeVar("T")
 SECRET = "partition-telegram-secret"
 LEASE_S = 4.0  # NEXUS_SESSION_LEASE_MS
 WATCHDOG_S = 1.0  # NEXUS_WATCHDOG_SECONDS: its period, and the grace for overdue work
@@ -154,3 +158,30 @@ def running(logs: list[Path]) -> int:
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(under_way)} workers are running the session, not one")
         time.sleep(0.05)
+
+
+def enter_together(stack: ExitStack, managers: Sequence[AbstractContextManager[T]]) -> list[T]:
+    """Enter `managers` side by side, each in a thread (processes that start in parallel:
+    on a small machine a Celery worker takes seconds to be ready); `stack` exits them."""
+    entered: list[tuple[T] | BaseException | None] = [None] * len(managers)
+
+    def enter(index: int) -> None:
+        try:
+            entered[index] = (managers[index].__enter__(),)
+        except BaseException as error:  # raised below, in the caller
+            entered[index] = error
+
+    threads = [threading.Thread(target=enter, args=(n,)) for n in range(len(managers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    values: list[T] = []
+    for manager, result in zip(managers, entered, strict=True):
+        if isinstance(result, tuple):
+            stack.push(manager)
+            values.append(result[0])
+    for result in entered:
+        if not isinstance(result, tuple):
+            raise RuntimeError("a process did not start") from result
+    return values

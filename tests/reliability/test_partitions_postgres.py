@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from subprocess import Popen
 
 import httpx
 import pytest
@@ -30,6 +29,7 @@ from tests.reliability.partition_support import (
     WATCHDOG_S,
     Poster,
     base_environment,
+    enter_together,
     fake,
     lost_attempts,
     postgres_target,
@@ -47,10 +47,13 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 # worker gives its connection up after this, rather than waiting on it as long as TCP lets
 # it (through this proxy, which keeps the TCP connection alive: for ever).
 DB_TIMEOUT_S = 2.0
-STREAM_S = 5.0  # how long the interrupted answer streams (the turn reaches Postgres after)
+STREAM_S = 3.0  # how long the interrupted answer streams (the turn reaches Postgres after)
 # The stream's end, then the checkout's ping and a new connection, each bounded, the turn's
-# failure (one more connection), the lease released, the other worker's watchdog, its run.
-TAKEOVER_S = STREAM_S + 3 * (DB_TIMEOUT_S + 1) + 2 * WATCHDOG_S + SLACK_S
+# failure (one more connection), the lease released, the other worker's watchdog (whose ring
+# may first reach the cut-off worker, whose run fails on its connection), its run: the
+# taker-over's first model call took up to 16 s on a loaded two-core machine.
+FIRST_CALL_S = 15.0
+TAKEOVER_S = STREAM_S + 4 * (DB_TIMEOUT_S + 1) + 3 * WATCHDOG_S + SLACK_S + FIRST_CALL_S
 
 
 def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
@@ -65,8 +68,7 @@ def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
     it, all while the link is still cut. After the heal the cut-off worker answers alone."""
     fake.reply_text("a long answer the cut interrupts " * 4, chunks=20, delay_s=STREAM_S / 20)
     fake.reply_text("the answer after the cut")
-    for n in range(5):
-        fake.reply_text(f"answer {n} after the heal")
+    fake.reply_text("the answer after the heal")
     api_port = free_port()
     database = pg_database
     with (
@@ -87,17 +89,18 @@ def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
         links = [link_0, link_1]
         logs = [tmp_path / f"worker{n}.log" for n in range(2)]
 
-        def start(n: int) -> Popen[bytes]:
-            return stack.enter_context(
+        workers = enter_together(
+            stack,
+            [
                 celery_worker(
-                    {**environment, **postgres_through(links[n], database)},
-                    logs[n],
+                    {**environment, **postgres_through(link, database)},
+                    log,
                     queues="events,sessions,delivery",  # no timer: no beat, no relay
                     threads=4,
                 )
-            )
-
-        workers = [start(n) for n in range(2)]
+                for link, log in zip(links, logs, strict=True)
+            ],
+        )
         wait_for(lambda: port_open(api_port), timeout=60, what="the API")
         client = stack.enter_context(
             httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)
@@ -119,19 +122,17 @@ def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
         healed = time.monotonic()
         assert workers[cut_off].poll() is None, logs[cut_off].read_text()[-3000:]
         healed_at = len(logs[cut_off].read_bytes())
-        for number, sender in ((2, 1), (3, 2), (4, 3), (5, 4)):
-            assert poster.post(number, sender=sender) == 200
-        wait_for(lambda: settled(database, 5), timeout=60, what="the messages after the heal")
-        wait_for(lambda: replies_sent(database), timeout=60, what="every reply sent")
+        wait_for(lambda: replies_sent(database), timeout=60, what="the first reply sent")
         # The cut-off worker alone now: it answers what comes, on fresh connections.
         stop(workers[1 - cut_off])
-        assert poster.post(6, sender=5) == 200
-        wait_for(lambda: settled(database, 6), timeout=60, what="the cut-off worker's answer")
+        assert poster.post(2, sender=2) == 200
+        wait_for(lambda: settled(database, 2), timeout=60, what="the cut-off worker's answer")
         wait_for(lambda: replies_sent(database), timeout=60, what="its reply sent")
         print(f"the cut-off worker answered alone {time.monotonic() - healed:.1f} s after the heal")
         after = logs[cut_off].read_bytes()[healed_at:].count(b"] succeeded in")
         assert after >= 2  # the message's routing (with its turn) and its reply at least
         replies = [str(m.body.get("text")) for m in platforms.of("telegram")]
         assert "the answer after the cut" in replies
+        assert "the answer after the heal" in replies
         assert not any(r.startswith("a long answer the cut interrupts") for r in replies)
         invariants.check(database)
