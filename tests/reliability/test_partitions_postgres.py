@@ -97,6 +97,7 @@ def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
                     log,
                     queues="events,sessions,delivery",  # no timer: no beat, no relay
                     threads=4,
+                    timeout=120,  # side by side on a loaded machine
                 )
                 for link, log in zip(links, logs, strict=True)
             ],

@@ -40,7 +40,11 @@ MESSAGES = pick(40, 300)
 SENDERS = pick(6, 30)  # sessions: each sender is a direct-message session of its own
 
 
-@pytest.mark.parametrize("reset", [False, True], ids=["dead-switch", "reset"])
+# CI runs the dead switch (the processes learn of it only from their own timeouts); the
+# heavy form adds the reset, whose one known harm is kombu's exit, handled below.
+@pytest.mark.parametrize(
+    "reset", pick([False], [False, True]), ids=lambda r: "reset" if r else "dead-switch"
+)
 def test_redis_out_of_reach_for_every_process_loses_nothing_accepted(
     reset: bool,
     pg_database: Database,
@@ -65,17 +69,26 @@ def test_redis_out_of_reach_for_every_process_loses_nothing_accepted(
         api = stack.enter_context(
             nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", environment)
         )
+        # A beat, as in production: an event stored while its doorbell could not ring is
+        # found by the relay on a tick (the workers' watchdog rings sessions, not events).
+        # It starts beside the others, and ticks before the cut.
+        beat_log = tmp_path / "beat.log"
+        beat = stack.enter_context(fast_beat(environment, beat_log))
         workers = enter_together(
             stack,
             [
-                celery_worker(environment, log, queues="events,sessions,delivery,timer", threads=4)
+                celery_worker(
+                    environment,
+                    log,
+                    queues="events,sessions,delivery,timer",
+                    threads=4,
+                    timeout=120,
+                )
                 for log in logs
             ],
         )
-        # A beat, as in production: an event stored while its doorbell could not ring is
-        # found by the relay on a tick (the workers' watchdog rings sessions, not events).
-        beat = stack.enter_context(fast_beat(environment, tmp_path / "beat.log"))
         wait_for(lambda: port_open(api_port), timeout=60, what="the API")
+        wait_for(lambda: b"Sending due task" in beat_log.read_bytes(), timeout=60, what="a tick")
         client = stack.enter_context(
             httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=15)
         )
