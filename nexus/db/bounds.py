@@ -15,6 +15,7 @@ SQLAlchemy, seeing it closed, drops the pool's others, so the next checkout conn
 from __future__ import annotations
 
 import math
+from inspect import signature
 from typing import Any
 
 from sqlalchemy import Engine, event
@@ -41,8 +42,11 @@ def connect_args(timeout_s: float) -> dict[str, Any]:
 
 def bound_round_trips(engine: Engine, timeout_s: float) -> None:
     """Connect `engine` (psycopg 3) through a connection class whose every round trip gives
-    up after `timeout_s` with an OperationalError, the connection closed."""
+    up after `timeout_s` with an OperationalError, the connection closed. A psycopg whose
+    waits take no bound (before 3.3) is left as it is: libpq's parameters still apply."""
     connection_class = _deadline_connection(timeout_s)
+    if connection_class is None:
+        return
 
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
@@ -53,6 +57,11 @@ def _deadline_connection(timeout_s: float) -> Any:
     import psycopg
     from psycopg import errors
 
+    wait_timeout: type[Exception] | None = getattr(errors, "_WaitTimeout", None)
+    if wait_timeout is None or "timeout" not in signature(psycopg.Connection.wait).parameters:
+        return None
+    expired: type[Exception] = wait_timeout
+
     class DeadlineConnection(psycopg.Connection[Any]):
         """A psycopg connection whose waits for the server end after `timeout_s`, unless
         the caller gives a bound of its own (LISTEN's `notifies`)."""
@@ -62,7 +71,7 @@ def _deadline_connection(timeout_s: float) -> Any:
                 return super().wait(gen, interval=interval, timeout=timeout)
             try:
                 return super().wait(gen, interval=interval, timeout=timeout_s)
-            except errors._WaitTimeout as error:
+            except expired as error:
                 # The server's answer may still be on its way: the connection is in an
                 # unknown state, and is given up (SQLAlchemy sees it closed: a disconnect).
                 self.close()
