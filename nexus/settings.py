@@ -202,6 +202,10 @@ class Settings(BaseSettings):
     # Database pool sizing for the distributed mode; SQLite ignores it.
     db_pool_size: int = Field(default=5, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)
+    # The longest a Postgres connection or round trip may wait for the server before the
+    # connection is given up, so a dead link is noticed in bounded time and a turn stuck on
+    # it ends, releasing its session's lease (docs/runtime.md). 0: as long as TCP waits.
+    database_timeout_seconds: float = Field(default=30.0, ge=0)
 
     # The files channel (docs/adapters.md "Connect a folder or uploads (Files)"): each new
     # file in this folder becomes one event; unset: no folder is watched. A file is recorded

@@ -89,6 +89,7 @@ class Nexus:
             clock=clock,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
+            timeout_s=settings.database_timeout_seconds or None,
         )
         self._celery = celery
         self._given_doorbell = doorbell

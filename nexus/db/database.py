@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 
+from nexus.db import bounds
 from nexus.ids import Clock, now_ms
 
 if TYPE_CHECKING:
@@ -88,8 +89,13 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def build_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Engine:
-    """An engine for `url` with the settings Nexus relies on for each dialect."""
+def build_engine(
+    url: str, *, pool_size: int = 5, max_overflow: int = 10, timeout_s: float | None = None
+) -> Engine:
+    """An engine for `url` with the settings Nexus relies on for each dialect. `timeout_s`:
+    on Postgres, the longest a connection or a round trip may wait for the server before
+    the connection is given up (nexus/db/bounds.py); None waits as long as TCP does (the
+    migrations, whose statements may take long)."""
     url = normalize_database_url(url)
     require_driver(url)
     parsed = make_url(url)
@@ -101,12 +107,15 @@ def build_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Eng
         return engine
     engine = create_engine(
         url,
+        connect_args=bounds.connect_args(timeout_s) if timeout_s else {},
         # The repository reads rowcount after INSERT … ON CONFLICT DO NOTHING to tell "new"
         # from "already there"; psycopg forgets it once the cursor closes, so keep it.
         execution_options={"preserve_rowcount": True},
         pool_size=pool_size,
         max_overflow=max_overflow,
     )
+    if timeout_s and parsed.get_driver_name() == "psycopg":
+        bounds.bound_round_trips(engine, timeout_s)
     _ping_when_idle(engine, after_s=PING_AFTER_IDLE_S)
     return engine
 
@@ -148,20 +157,30 @@ class Database:
     """Holds one engine per process, built on first use and rebuilt after a fork."""
 
     def __init__(
-        self, url: str, *, clock: Clock = now_ms, pool_size: int = 5, max_overflow: int = 10
+        self,
+        url: str,
+        *,
+        clock: Clock = now_ms,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+        timeout_s: float | None = None,
     ) -> None:
         self.url = normalize_database_url(url)
         require_driver(self.url)  # at startup, not at the first query
         self.clock = clock
         self._pool_size = pool_size
         self._max_overflow = max_overflow
+        self._timeout_s = timeout_s
         self._engine: Engine | None = None
 
     @property
     def engine(self) -> Engine:
         if self._engine is None:
             self._engine = build_engine(
-                self.url, pool_size=self._pool_size, max_overflow=self._max_overflow
+                self.url,
+                pool_size=self._pool_size,
+                max_overflow=self._max_overflow,
+                timeout_s=self._timeout_s,
             )
         return self._engine
 
