@@ -126,6 +126,13 @@ def settled(database: Database, count: int) -> bool:
     return int(total) >= count and int(open_) == 0
 
 
+def epoch(database: Database) -> int:
+    """The highest session epoch: every claim of a session raises its epoch."""
+    with database.unit_of_work() as uow:
+        found = uow.connection.exec_driver_sql("SELECT max(epoch) FROM sessions").scalar_one()
+    return int(found or 0)
+
+
 def replies_sent(database: Database) -> bool:
     with database.unit_of_work() as uow:
         unsent = uow.connection.exec_driver_sql(

@@ -26,6 +26,7 @@ from tests.reliability.partition_support import (
     TAKEOVER_S,
     Poster,
     base_environment,
+    epoch,
     fake,
     lost_attempts,
     redis_target,
@@ -95,13 +96,23 @@ def test_a_worker_cut_from_redis_mid_turn_is_taken_over_without_beat(
         assert poster.post(1, sender=1) == 200
         wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
         cut_off = running(logs)
+        claimed_at_cut = epoch(database)
         links[cut_off].cut(reset=reset)
         cut_at = time.monotonic()
+        # The bound is on the takeover, the other worker's claim (the cut-off one cannot
+        # claim: its lease is on Redis); its answer then takes a model call, whose time on a
+        # loaded machine is no part of what the design promises.
         wait_for(
-            lambda: settled(database, 1), timeout=TAKEOVER_S + 30, what="the taken-over answer"
+            lambda: epoch(database) > claimed_at_cut,
+            timeout=TAKEOVER_S + 30,
+            what="the other worker's claim",
         )
         took = time.monotonic() - cut_at
-        print(f"\nanswered {took:.1f} s after the cut (bound {TAKEOVER_S:.1f} s)")
+        wait_for(lambda: settled(database, 1), timeout=60, what="the taken-over answer")
+        print(
+            f"\ntaken over {took:.1f} s after the cut (bound {TAKEOVER_S:.1f} s), "
+            f"answered {time.monotonic() - cut_at:.1f} s after it"
+        )
         assert took <= TAKEOVER_S
         # The lost attempt is on record once: by the cut-off run (it put its input back)
         # or by the taker-over (it reclaimed the claim), never both.
