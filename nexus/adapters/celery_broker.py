@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from kombu.exceptions import ChannelError, OperationalError
 
 from nexus.settings import Settings
 from nexus.telemetry import REQUEST_ID, current_request_id
@@ -73,14 +74,28 @@ def create_celery(settings: Settings) -> Celery:
 
 def runs_waiting(app: Celery, queue: str = "sessions") -> int | None:
     """How many tasks wait in `queue` for a worker (published, not yet taken), or None when
-    the broker cannot say. A worker's watchdog asks it once a look: with a backlog, a
-    session's ring is waiting its turn, not lost."""
+    the broker cannot say (unreachable, or it refused the question). A worker's watchdog
+    asks it once a look: with a backlog, a session's ring is waiting its turn, not lost.
+
+    The queue is declared as Celery declares it (idempotent; on Redis it writes nothing and
+    the answer is the length of the queue's lists), not passively: kombu's Redis transport
+    answers a passive declare by looking for the queue's key without the broker's key prefix
+    (`NEXUS_BROKER_PREFIX`), so under a prefix it says "no such queue" for a queue that holds
+    tasks. Only the transport's own connection and channel errors (kombu's `ChannelError`
+    among them) and kombu's `OperationalError` (no connection after its retries) mean "cannot
+    say"; anything else is a bug and is raised."""
+    declaration = app.amqp.queues[queue]  # Celery's own, made on first use
+    connection = app.connection_for_read()
+    cannot_say = (
+        ChannelError,
+        OperationalError,
+        *connection.connection_errors,
+        *connection.channel_errors,
+    )
     try:
-        with app.connection_for_read() as connection:
-            declared = connection.default_channel.queue_declare(queue=queue, passive=True)
-    except Exception as error:
-        if "NOT_FOUND" in str(error):
-            return 0
+        with connection:
+            declared = declaration.bind(connection.default_channel).queue_declare()
+    except cannot_say:
         return None
     return int(declared.message_count)
 

@@ -85,7 +85,8 @@ class CompactionService:
     ) -> CompactionOutcome:
         """A `compact` command from the queue (the API or CLI asked), run by the session's
         runner under its lease: the compaction turn consumes the item in its own commit.
-        When none is committed, the item is handed back (fenced) or answered (nothing)."""
+        When none is committed because it was fenced, the runner hands the item back (with
+        the attempt its claim counted); with nothing to compact, it is answered here."""
         instructions = item.payload.get("instructions")
         outcome = self.compact(
             session_id,
@@ -96,16 +97,15 @@ class CompactionService:
         if outcome.status == "committed":
             log.info("compaction_committed", session_id=session_id, turn_id=outcome.turn_id)
             return outcome
-        with self.database.unit_of_work() as uow:
-            if outcome.status == "fenced":
-                uow.ledger.queue.release([item.id], epoch=epoch)
-            else:  # nothing in context to summarise: asked and answered, without a turn
-                uow.ledger.queue.dispose(
-                    [item.id],
-                    status=QueueStatus.DONE,
-                    disposition=Disposition.CONSUMED,
-                    detail="nothing to compact: the session has no turns in context",
-                )
+        if outcome.status == "fenced":
+            return outcome
+        with self.database.unit_of_work() as uow:  # nothing in context to summarise
+            uow.ledger.queue.dispose(
+                [item.id],
+                status=QueueStatus.DONE,
+                disposition=Disposition.CONSUMED,
+                detail="nothing to compact: the session has no turns in context",
+            )
             uow.commit()
         return outcome
 

@@ -15,13 +15,18 @@ from nexus.engine.stream_events import QUEUE_ITEM_DEAD, StreamEvent
 from nexus.ids import Clock, new_id
 from nexus.ledger.enums import Disposition, QueueStatus, TurnStatus
 from nexus.ledger.records import TurnDraft
+from nexus.queueing.attempts import (
+    DEFAULT_MAX_ATTEMPTS,
+    RETRY_BACKOFF_MS,
+    out_of_attempts,
+    retry_delay_ms,
+)
 from nexus.queueing.coordination import Coordination
 from nexus.queueing.modes import Run
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_MAX_ATTEMPTS = 3
-RETRY_BACKOFF_MS = (1_000, 5_000, 30_000)
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "RETRY_BACKOFF_MS", "Failures"]
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,15 @@ class Failures:
     def settle(self, plan: Run, epoch: int, cause: str, *, crashed: bool = False) -> str:
         """Back to the queue with a backoff, or dead-lettered with its cause after the last
         attempt, so a poison message never blocks the session. `crashed`: the turn raised
-        before the turn service recorded anything, so the lost attempt is recorded here."""
-        dead = [i.id for i in plan.items if i.attempts >= self.max_attempts]
-        retry = [i.id for i in plan.items if i.attempts < self.max_attempts]
-        attempt = max(i.attempts for i in plan.items)
-        backoff = RETRY_BACKOFF_MS[min(attempt, len(RETRY_BACKOFF_MS)) - 1]
+        before the turn service recorded anything, so the lost attempt is recorded here.
+
+        Only the items this run still holds (claimed under its epoch), with their attempts
+        as they are now: a run that took over owns the rest, and a fenced run may have
+        given an attempt back since this run claimed."""
         with self.database.unit_of_work() as uow:
+            held = uow.ledger.queue.held([i.id for i in plan.items], epoch=epoch)
+            dead = [i.id for i in held if out_of_attempts(i.attempts, self.max_attempts)]
+            retry = [i.id for i in held if i.id not in dead]
             if dead:
                 # A worker that cannot finish still answers its parent, with the failure;
                 # so does any session to whoever sent it a tracked task.
@@ -65,12 +73,10 @@ class Failures:
                     disposition=Disposition.DEAD_LETTERED,
                     detail=f"after {self.max_attempts} attempts: {cause}",
                 )
-            released = 0
             if retry:
-                released = uow.ledger.queue.release(
-                    retry, epoch=epoch, retry_at=self.clock() + backoff
-                )
-            if crashed and (dead or released):
+                backoff = retry_delay_ms(max(i.attempts for i in held))
+                uow.ledger.queue.release(retry, epoch=epoch, retry_at=self.clock() + backoff)
+            if crashed and held:
                 # Only while this run still owned its claim: a run that took over has
                 # recorded the attempt as lost already (`_reclaim`).
                 self.record_lost(uow, plan.items[0].session_id, epoch, "turn_crashed", cause)

@@ -324,7 +324,25 @@ class SessionRunner:
         except Exception as error:  # say, the summariser's model is unavailable
             log.exception("compaction_crashed", session_id=session_id)
             return self._failures().settle(plan, epoch, f"{type(error).__name__}: {error}")
-        return "fenced" if outcome.status == "fenced" else "ran"
+        return self._fenced(session_id, epoch, plan) if outcome.status == "fenced" else "ran"
+
+    def _fenced(self, session_id: str, epoch: int, plan: Run) -> str:
+        """A newer run owns the session: hand back the items this run still holds, for it,
+        and the attempt this run's claim counted (it was alive: `attempts.counts`), then
+        step aside."""
+        with self.database.unit_of_work() as uow:
+            requeued, given_back = uow.ledger.queue.hand_back_fenced(
+                [i.id for i in plan.items], epoch=epoch
+            )
+            uow.commit()
+        log.info(
+            "run_fenced",
+            session_id=session_id,
+            epoch=epoch,
+            requeued=requeued,
+            attempts_given_back=given_back,
+        )
+        return "fenced"
 
     def _settle(
         self, session_id: str, epoch: int, plan: Run, outcome: TurnOutcome, timed_out: bool
@@ -340,12 +358,7 @@ class SessionRunner:
             )
             return "ran"
         if outcome.status == "fenced":
-            # A newer run owns the session: hand the items back for it and step aside.
-            with self.database.unit_of_work() as uow:
-                uow.ledger.queue.release([i.id for i in plan.items], epoch=epoch)
-                uow.commit()
-            log.info("run_fenced", session_id=session_id, epoch=epoch)
-            return "fenced"
+            return self._fenced(session_id, epoch, plan)
         error = outcome.result.error if outcome.result is not None else None
         cause = f"{error.kind}: {error.message}" if error is not None else "turn failed"
         return self._failures().settle(plan, epoch, cause)

@@ -244,8 +244,12 @@ def test_a_paused_lease_holder_is_fenced_and_the_chain_stays_linear(
         os.kill(holder.pid, signal.SIGCONT)
         wait_for(lambda: "run_fenced" in nodes.log_text(), timeout=30, what="the fence")
         chain = nodes.chain()
+        (item,) = nodes.items()
     assert [v.messages[-1].content["text"] for v in chain] == ["answer from the other worker"]
     assert len(completed(chain)) == 1
+    # The paused run was alive: fenced, it gave back the attempt its claim counted, so the
+    # takeover spent none of the message's attempts.
+    assert item.disposition == Disposition.CONSUMED and item.attempts == 1
     with pg_database.unit_of_work() as uow:
         attempts = uow.connection.exec_driver_sql(
             "SELECT status, error_kind FROM turns WHERE status IN ('superseded', 'failed') "

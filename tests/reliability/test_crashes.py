@@ -77,8 +77,9 @@ def test_kill_9_mid_turn_under_load_answers_everything_once(
         workers=2,
         beat=True,
         # A 4 s lease, not the cluster's 2 s: on a loaded machine a live run's keep-alive
-        # (every third of the lease) can miss 2 s, and each takeover of a live run spends
-        # one of the message's attempts; this scenario counts them.
+        # (every third of the lease) can miss 2 s, and a takeover of a live run records a
+        # `worker_lost` and counts an attempt until that run comes back fenced and gives
+        # it back; this scenario counts both.
         extra_env={**on_fake_model(fake), **UNCAPPED, "NEXUS_SESSION_LEASE_MS": "4000"},
     ) as nodes:
         nodes.send(["first"])

@@ -1,6 +1,9 @@
-"""The queue's recovery: sessions owed a run, and claims that outlived their run put back."""
+"""The queue's recovery: sessions owed a run, claims that outlived their run put back, and
+a fenced run's claim handed back with its attempt."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import ColumnElement, Connection, case, func, select, update
 
@@ -8,7 +11,8 @@ from nexus.ids import Clock
 from nexus.ledger.enums import Disposition, QueueStatus
 from nexus.ledger.records import OpenWork, QueueItemRecord
 from nexus.ledger.repository import driver
-from nexus.ledger.repository.queue_sql import FOR_SESSION_WITH, STILL_OWING
+from nexus.ledger.repository._sql import to_record
+from nexus.ledger.repository.queue_sql import FOR_SESSION_WITH, HELD, STILL_OWING
 from nexus.ledger.repository.tables import queue_items
 
 
@@ -100,11 +104,47 @@ class QueueRecovery:
         self._put_back(ids, max_attempts=max_attempts, why=why, now=self._clock())
         return stale
 
+    def held(self, item_ids: Sequence[str], *, epoch: int) -> list[QueueItemRecord]:
+        """Which of these items are still claimed under `epoch`, as they are now: what a run
+        at that epoch still owns (a run that took over owns the rest)."""
+        rows = self._conn.execute(HELD, {"held_items": list(item_ids), "held_epoch": epoch})
+        order = {item_id: index for index, item_id in enumerate(item_ids)}
+        return sorted((to_record(QueueItemRecord, r) for r in rows), key=lambda r: order[r.id])
+
+    def hand_back_fenced(self, item_ids: Sequence[str], *, epoch: int) -> tuple[int, int]:
+        """A run at `epoch` found itself fenced: the items it still holds go back to the
+        queue, and the attempt its claim counted is given back on every one of them, also
+        those another run took over since, and answered or still holds (their latest claim
+        is at `epoch` or later). A dead letter keeps the count it died with
+        (`nexus.queueing.attempts.gives_back`, in SQL), and `updated_at` is left alone (a
+        dead letter's is when it died).
+
+        Returns (requeued, given back)."""
+        ids = list(item_ids)
+        now = self._clock()
+        requeued = self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.status == QueueStatus.CLAIMED)
+            .where(queue_items.c.claimed_epoch == epoch)
+            .values(status=QueueStatus.QUEUED, claim_expires_at=None, updated_at=now)
+        ).rowcount
+        given_back = self._conn.execute(
+            update(queue_items)
+            .where(queue_items.c.id.in_(ids))
+            .where(queue_items.c.claimed_epoch >= epoch)
+            .where(queue_items.c.status != QueueStatus.DEAD)
+            .where(queue_items.c.attempts > 0)
+            .values(attempts=queue_items.c.attempts - 1)
+        ).rowcount
+        return int(requeued), int(given_back)
+
     def _put_back(
         self, claimed: ColumnElement[bool], *, max_attempts: int, why: str, now: int
     ) -> tuple[int, int]:
         """The claimed items `claimed` selects back to the queue, or dead-lettered for `why`
-        once out of attempts. Returns (requeued, dead_lettered)."""
+        once out of attempts (`nexus.queueing.attempts.out_of_attempts`, in SQL). Returns
+        (requeued, dead_lettered)."""
         dead = self._conn.execute(
             update(queue_items)
             .where(claimed & (queue_items.c.attempts >= max_attempts))

@@ -180,6 +180,14 @@ FOR_SESSION_WITH = _FOR_SESSION.where(queue_items.c.status == bindparam("status"
     *_QUEUE_ORDER
 )
 
+# Which of these items a run at this epoch still holds (claimed under it).
+HELD = (
+    select(*_ITEM_COLUMNS)
+    .where(queue_items.c.id.in_(bindparam("held_items", expanding=True)))
+    .where(queue_items.c.status == QueueStatus.CLAIMED)
+    .where(queue_items.c.claimed_epoch == bindparam("held_epoch"))
+)
+
 # How many wait (queued, not claimed): the cap's check, which reads the items only past it.
 COUNT_QUEUED = (
     select(func.count())
