@@ -12,10 +12,9 @@ from nexus.engine.stream import (
     KeepingPublisher,
     KeptEvents,
     LeadingPublisher,
-    Mark,
     RecordingPublisher,
 )
-from nexus.engine.stream_events import StreamEvent
+from nexus.engine.stream_events import Mark, StreamEvent
 from nexus.queueing.stream_log import BadStreamId, ResumeId, parse_resume_id, resume_id_text
 
 NOW_MS = 1_700_000_000_000
