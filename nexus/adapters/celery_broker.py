@@ -74,13 +74,15 @@ def create_celery(settings: Settings) -> Celery:
 def runs_waiting(app: Celery, queue: str = "sessions") -> int | None:
     """How many tasks wait in `queue` for a worker (published, not yet taken), or None when
     the broker cannot say. A worker's watchdog asks it once a look: with a backlog, a
-    session's ring is waiting its turn, not lost."""
+    session's ring is waiting its turn, not lost.
+
+    Declared, not asked passively: kombu's Redis transport (5.7) checks a passive
+    declaration's queue without the broker key prefix, so under a prefix it answered "no
+    such queue" (0) whatever waited. Declaring a queue the workers consume changes nothing."""
     try:
         with app.connection_for_read() as connection:
-            declared = connection.default_channel.queue_declare(queue=queue, passive=True)
-    except Exception as error:
-        if "NOT_FOUND" in str(error):
-            return 0
+            declared = connection.default_channel.queue_declare(queue=queue)
+    except Exception:
         return None
     return int(declared.message_count)
 
