@@ -92,7 +92,8 @@ def _conversations(
     lock = threading.Lock()
 
     def talk() -> None:
-        reader = redis.Redis.from_url(harness.REDIS_URL)
+        # redis-py's own socket timeout (5 s by default) would cut a blocking read short.
+        reader = redis.Redis.from_url(harness.REDIS_URL, socket_timeout=ANSWER_WITHIN_MS / 900)
         with httpx.Client(base_url=api_url, timeout=60) as client:
             while True:
                 with lock:
@@ -325,10 +326,12 @@ def side(
     ):
         memory_before = _used_memory()
         _settle(stack, sessions, 1, timeout)  # creates every session
+        _quiet(stack, timeout)
         found: dict[str, Any] = {
             "closed": _settle(stack, sessions, per_session, timeout, concurrency=concurrency)
         }
         if open_loop:
+            _quiet(stack, timeout)
             found["open"] = _settle(stack, sessions, per_session, timeout)
         engine = poller(stack.url)
         try:
@@ -360,6 +363,24 @@ def side(
         # The two sides run one after the other: the machine's load beside each one's rate.
         found["load_average_after"] = os.getloadavg()
     return found
+
+
+def _quiet(stack: NexusStack, timeout: float) -> None:
+    """Wait until no task waits in the broker for the side's worker. Every message settled
+    is not enough: runs rung for sessions another run answered meanwhile (each finds nothing
+    to do) can still wait in the `sessions` queue, and a timed run started behind them
+    would queue its own rings after that backlog."""
+    client = redis.Redis.from_url(harness.REDIS_URL)
+    queues = [f"{stack.prefix}{name}" for name in ("events", "sessions")]
+    try:
+        harness.wait_for(
+            lambda: sum(int(client.llen(queue)) for queue in queues) == 0,
+            timeout=timeout,
+            what="the broker's queues to empty",
+            every=0.2,
+        )
+    finally:
+        client.close()
 
 
 def _ratios(many: dict[str, Any], few: dict[str, Any]) -> dict[str, float]:
