@@ -184,19 +184,30 @@ def _sessions(r: dict[str, Any]) -> list[Row]:
     mem = many["redis"]["bytes_per_session_past_window"]
     at_once = many["redis"]["bytes_per_session"]
     window = f"{many['redis']['replay_window_s']} s replay window"
+    mc, fc = many["closed"], few["closed"]
+    c = f"{r['concurrency']} conversations in flight"
     out = [
-        Row(f"events/s over {m}", many["events_per_s"], few["events_per_s"], "ev/s", f,
+        Row(f"events/s over {m}, {c}", mc["events_per_s"], fc["events_per_s"], "ev/s", f,
             r["throughput_ratio"], 0.9),
-        _info(f"… turns/s over {m} ({many['events_per_turn']:.1f} vs "
-              f"{few['events_per_turn']:.1f} events a turn)", many["turns_per_s"],
-              few["turns_per_s"], "turns/s", f),
-        Row(f"event → settled p99 over {m}", many["latency_ms"]["p99"], few["latency_ms"]["p99"],
-            "ms", f, r["p99_ratio"], 1.2, False),
+        _info(f"… turns/s over {m}, {c} ({mc['events_per_turn']:.1f} vs "
+              f"{fc['events_per_turn']:.1f} events a turn)", mc["turns_per_s"],
+              fc["turns_per_s"], "turns/s", f),
+        Row(f"event → settled p99 over {m}, {c}", mc["latency_ms"]["p99"],
+            fc["latency_ms"]["p99"], "ms", f, r["p99_ratio"], 1.2, False),
         Row(f"Redis bytes per idle session past the {window} ({m})", mem, 2048, "B", "2 KB",
             mem / 2048, 1.0, False),
         _info(f"… within the {window}, the streams still there ({m})", at_once, 2048, "B",
               "2 KB"),
     ]  # fmt: skip
+    if "open" in r:  # every message at once: it shows batching, not what sessions cost
+        mo, fo = many["open"], few["open"]
+        out += [
+            _info(f"… open loop (all posted at once): events/s over {m} "
+                  f"({mo['events_per_turn']:.1f} vs {fo['events_per_turn']:.1f} events a turn)",
+                  mo["events_per_s"], fo["events_per_s"], "ev/s", f),
+            _info(f"… open loop: event → settled p99 over {m}", mo["latency_ms"]["p99"],
+                  fo["latency_ms"]["p99"], "ms", f),
+        ]  # fmt: skip
     for tick in ("watchdog", "relay"):
         # Round trips of both kinds: a look costs at least its statements, never 0.
         name = f"{tick} statements + Redis round trips per tick, {m} idle"

@@ -110,12 +110,18 @@ def test_rtt_runs_each_benchmark_within_the_distance_and_reports_the_floor_ratio
 
 
 def test_many_sessions_counts_ticks_and_finds_idle_sessions_keys() -> None:
-    found = sessions.run(quick=True, many=20, few=10, per_session=1)
+    found = sessions.run(quick=True, many=20, few=10, per_session=1, concurrency=4)
+    assert found["concurrency"] == 4
     for side, count in (("few", 10), ("many", 20)):
         result = found[side]
         assert result["sessions"] == count
-        assert result["events"] == 20 and result["events_per_s"] > 0
-        assert result["latency_ms"]["samples"] == 20
+        for loop in ("closed", "open"):
+            timed = result[loop]
+            assert timed["loop"] == loop
+            assert timed["events"] == 20 and timed["events_per_s"] > 0
+            assert timed["latency_ms"]["samples"] == 20
+        # Closed loop: one message in flight per conversation, so one event a turn.
+        assert result["closed"]["turns"] == 20
         assert result["redis"]["sessions"] == count
         for kind in result["redis"]["kinds"].values():
             assert kind["keys"] >= 1 and kind["bytes_per_key"] > 0
