@@ -3,23 +3,18 @@ idle session costs afterwards.
 
 Each side is a fresh Nexus (`nexus api` + `nexus worker`, its own database and Redis
 prefix). Every session gets one message first (it creates the session; not timed), then
-the timed messages, round-robin over the sessions from 16 senders: 10,000 sessions × 2
-against 100 × 200 (`--quick`: 1,000 × 2 against 100 × 20). Measured on each side:
+the timed messages: 10,000 sessions × 2 against 100 × 200 (`--quick`: 1,000 × 2 against
+100 × 20). The target's run is a closed loop: each session is a conversation whose person
+waits for the answer before writing again, with the same number of conversations in flight
+on both sides, so both run the same turns and only the number of sessions differs. The
+open loop (every message posted at once) is kept beside it: it shows batching. Measured on
+each side:
 
-- events/s from the first timed POST until every queue item is settled, and each event's
-  latency from its `received_at` to its queue item's settlement (p50, p99; milliseconds as
-  the ledger stamps them);
-- Redis memory per idle session once every turn is answered: `MEMORY USAGE` of every key
-  under the side's prefix naming a session id, over the sessions, with each kind of key
-  (the id replaced by `{session}`), whether it expires and its longest TTL. Two figures: at
-  once (within the replay window, the streams still there for a reconnect) and past the
-  window (the keys whose TTL outlives it: what an idle session costs from then on, read
-  from the TTLs rather than waited for). `INFO memory`'s `used_memory` change is beside
-  it, indicative only: the Redis is shared;
-- the watchdog's look (`ring_orphaned` + `relay_hooks`, as a worker's watchdog thread runs
-  them) and the relay (`relay`, as each timer tick runs it) with every session idle: SQL
-  statements and Redis round trips per tick (counted as `bench.counts` counts them) and
-  milliseconds, in a process of their own built as a worker builds its graph.
+- events/s from the first timed message until every queue item is settled, and each
+  event's latency from its `received_at` to its queue item's settlement (p50, p99;
+  milliseconds as the ledger stamps them);
+- what an idle session costs in Redis, and the watchdog's and the relay's cost per tick
+  with every session idle (`bench/idle.py`).
 """
 
 from __future__ import annotations
@@ -27,11 +22,10 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from itertools import count
 from typing import Any
@@ -42,8 +36,8 @@ from sqlalchemy import text
 
 from bench import harness
 from bench.harness import poller, scalar
+from bench.idle import redis_per_session, tick_costs, used_memory
 from bench.stacks import NexusStack, nexus_stack
-from nexus.queueing.stream_expiry import STREAM_REPLAY_WINDOW_S
 
 SENDERS = 16
 SETTLED = "SELECT count(*) FROM queue_items WHERE status IN ('done', 'dropped', 'dead')"
@@ -58,7 +52,6 @@ SESSION_OF_SENDER = (
 )
 CONCURRENCY = 32  # conversations in flight at once in the closed loop, on both sides
 ANSWER_WITHIN_MS = 120_000
-TICKS = 7  # looks timed per tick kind (the first, warming, not counted)
 _numbers = count(20_000_000)
 
 
@@ -206,128 +199,6 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p99": at(0.99), "samples": len(samples)}
 
 
-def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
-    """`MEMORY USAGE` of the keys under `prefix`: those naming a session (per session, and
-    by kind; all of them, and those outliving the stream's replay window), and the rest
-    (the broker's, shared by all sessions)."""
-    client = redis.Redis.from_url(harness.REDIS_URL)
-    ids = set(session_ids)
-    kinds: dict[str, Counter[str]] = {}
-    per_session = past_window = other = 0
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.memory_usage(key, samples=0)
-            pipe.ttl(key)
-        answers = pipe.execute()
-    for key, used, ttl in zip(keys, answers[0::2], answers[1::2], strict=True):
-        if used is None:
-            continue  # expired (a lease released) since the scan
-        name = key.decode()[len(prefix) :]
-        found = next((part for part in name.replace("/", ":").split(":") if part in ids), None)
-        if found is None:
-            other += int(used)
-            continue
-        per_session += int(used)
-        outlives = ttl == -1 or ttl > STREAM_REPLAY_WINDOW_S
-        past_window += int(used) * outlives
-        kind = name.replace(found, "{session}")
-        counted = kinds.setdefault(kind, Counter())
-        counted["keys"] += 1
-        counted["bytes"] += int(used)
-        counted["bytes_past_window"] += int(used) * outlives
-        counted["without_expiry"] += int(ttl == -1)
-        counted["ttl_max_s"] = max(counted["ttl_max_s"], ttl)
-    entries = [client.xlen(k) for k in keys if k.decode()[len(prefix) :].startswith("stream:")]
-    client.close()
-    sessions = max(1, len(session_ids))
-    return {
-        "sessions": len(session_ids),
-        "bytes_per_session": per_session / sessions,
-        "replay_window_s": STREAM_REPLAY_WINDOW_S,
-        "bytes_per_session_past_window": past_window / sessions,
-        "shared_bytes": other,
-        "keys_per_session": sum(c["keys"] for c in kinds.values()) / sessions,
-        "entries_per_stream": statistics.fmean(entries) if entries else 0.0,
-        "kinds": {
-            kind: {
-                "keys": c["keys"],
-                "bytes_per_key": c["bytes"] / c["keys"],
-                "bytes_past_window_per_key": c["bytes_past_window"] / c["keys"],
-                "without_expiry": c["without_expiry"],
-                "ttl_max_s": c["ttl_max_s"],
-            }
-            for kind, c in sorted(kinds.items())
-        },
-    }
-
-
-def _used_memory() -> int:
-    client = redis.Redis.from_url(harness.REDIS_URL)
-    try:
-        return int(client.info("memory")["used_memory"])
-    finally:
-        client.close()
-
-
-def tick_costs(stack: NexusStack) -> dict[str, Any]:
-    """The watchdog's look and the relay, counted in a process of their own (`ticks`)."""
-    env = {**stack.env, "NEXUS_LOG_LEVEL": "WARNING", "PYTHONPATH": str(harness.ROOT)}
-    # The counting process talks to Postgres and Redis straight, as `bench.counts` does.
-    env["NEXUS_DATABASE_URL"], env["NEXUS_REDIS_URL"] = stack.url, harness.REDIS_URL
-    ran = subprocess.run(
-        [sys.executable, "-m", "bench.sessions", "ticks"],
-        cwd=harness.ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    found: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
-    return found
-
-
-def _ticks() -> dict[str, Any]:
-    """In a process configured by NEXUS_*: count one watchdog look and one relay, idle."""
-    from bench.counts import counting
-    from nexus.ingest.relay import relay, relay_hooks
-    from nexus.sessions.watchdog import ring_orphaned
-    from workers import tasks
-
-    runtime = tasks._runtime()
-    every_ms = int(runtime.settings.watchdog_seconds * 1000) or 5_000
-
-    def watchdog() -> None:
-        ring_orphaned(runtime.database, runtime.coordination, runtime.doorbell, grace_ms=every_ms)
-        with runtime.database.unit_of_work() as uow:
-            relay_hooks(uow, runtime.doorbell, flags=runtime.coordination)
-
-    def relay_tick() -> None:
-        with runtime.database.unit_of_work() as uow:
-            relay(uow, runtime.doorbell, flags=runtime.coordination)
-
-    out: dict[str, Any] = {}
-    for name, look in (("watchdog", watchdog), ("relay", relay_tick)):
-        totals: Counter[str] = Counter()
-        times = []
-        for index in range(TICKS):
-            with counting(runtime.database.engine) as counts:
-                started = time.perf_counter()
-                look()
-                elapsed = (time.perf_counter() - started) * 1000
-            if index:
-                totals.update(counts)
-                times.append(elapsed)
-        out[name] = {
-            "sql_per_tick": totals["sql"] / (TICKS - 1),
-            "redis_per_tick": totals["redis"] / (TICKS - 1),
-            "ms_per_tick": statistics.median(times),
-        }
-    runtime.close()
-    return out
-
-
 def side(
     sessions: int, per_session: int, timeout: float, *, concurrency: int, open_loop: bool
 ) -> dict[str, Any]:
@@ -339,7 +210,7 @@ def side(
         harness.scratch(f"sessions-{sessions}") as work,
         nexus_stack(work, queue_cap="100000") as stack,
     ):
-        memory_before = _used_memory()
+        memory_before = used_memory()
         _settle(stack, sessions, 1, timeout)  # creates every session
         _quiet(stack, timeout)
         found: dict[str, Any] = {
@@ -370,7 +241,7 @@ def side(
         time.sleep(1)  # the last runs release their leases and finish their publishes
         found["redis"] = redis_per_session(stack.prefix, ids)
         found["redis"]["info_used_memory_delta_per_session"] = (
-            _used_memory() - memory_before
+            used_memory() - memory_before
         ) / max(1, len(ids))
         found["ticks"] = tick_costs(stack)
         found["sessions"] = sessions
@@ -470,8 +341,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["ticks"]:
-        os.environ.setdefault("NEXUS_LOG_LEVEL", "WARNING")
-        print(json.dumps(_ticks()))
-    else:
-        main(sys.argv[1:])
+    main(sys.argv[1:])
