@@ -70,7 +70,5 @@ class InlineReplies:
             try:
                 outcomes.extend(self.service.send_reply(reply.chunk_ids, reply.platform))
             except Exception:  # say, the database or Redis out of reach: the task sends it
-                log.warning(
-                    "reply_not_sent_inline", delivery_id=reply.chunk_ids[0], exc_info=True
-                )
+                log.warning("reply_not_sent_inline", delivery_id=reply.chunk_ids[0], exc_info=True)
         return outcomes
