@@ -11,14 +11,19 @@ from dataclasses import dataclass
 
 import pytest
 
+from nexus.adapters.scripted import Say
 from nexus.db import Database
 from nexus.event import NexusEvent
-from nexus.ledger.enums import DeliveryStatus
+from nexus.ingest.service import ingest
+from nexus.ledger.enums import DeliveryStatus, QueueMode
+from nexus.ledger.records import NewQueueItem
 from nexus.outbound.inline import InlineReplies, ReadyReply
 from nexus.outbound.rate_limit import InProcessRateLimiter
+from nexus.queueing.coordination import InProcessCoordination
+from nexus.sessions.runner import SessionRunner
 from tests.contract.outbound_support import OutboundRig, message, outbound_rig
 from tests.contract.test_outbound import LONG_REPLY
-from tests.fakes.platform_server import FakePlatforms
+from tests.fakes.platform_server import FakePlatforms, Received
 from tests.support import FakeClock
 
 
@@ -206,3 +211,45 @@ def test_only_the_thread_that_holds_collects_and_only_while_it_holds(
     inline.ready(["e"], "telegram")
     assert held == [ReadyReply(("c", "d"), "telegram")]
     assert other == [[ReadyReply(("b",), "slack")]]
+
+
+def test_a_session_run_sends_each_reply_before_its_next_turns_model_call(
+    rig: OutboundRig, fake: FakePlatforms
+) -> None:
+    """Five messages queued for one session (`queue` mode: a turn each), one run: each
+    reply reaches the platform after its turn's model call and before the next one."""
+    session = rig.rig.session("dm:ent_tg")
+    with rig.database.unit_of_work() as uow:
+        for number in range(1, 6):
+            event = message(
+                f"telegram:{number}", "telegram", "4242", f"m{number}", message_id=f"{100 + number}"
+            )
+            ingest(uow, [event], rig.doorbell)
+            item = NewQueueItem(session_id=session.id, event_id=event.id, mode=QueueMode.QUEUE)
+            uow.ledger.queue.enqueue(item)
+        uow.commit()
+    for number in range(1, 6):
+        rig.rig.model.push(Say(f"Answer {number}."))
+    calls_at_reply: list[int] = []
+
+    def look(request: Received) -> None:
+        calls_at_reply.append(len(rig.rig.model.requests))
+
+    fake.on_request = look
+    runner = SessionRunner(
+        database=rig.database,
+        turns=rig.rig.turns,
+        coordination=InProcessCoordination(),
+        doorbell=rig.doorbell,
+        clock=rig.clock,
+        replies=rig.inline,
+    )
+    report = runner.run(session.id)
+    assert (report.status, report.turns) == ("done", 5)
+    assert calls_at_reply == [1, 2, 3, 4, 5]
+    sent = fake.of("telegram")
+    assert [m.body["text"] for m in sent] == [f"Answer {n}." for n in range(1, 6)]
+    assert [m.body["reply_parameters"]["message_id"] for m in sent] == [101, 102, 103, 104, 105]
+    # The commits' rings, the backup: each finds its reply sent.
+    assert rig.pump() == ["skipped"] * 5
+    assert len(fake.requests) == 5
