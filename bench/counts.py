@@ -2,8 +2,10 @@
 at each stage of Nexus's pipeline, beside the bare sketch's, counted in one process.
 
 Each stage runs the real code the processes run — the API's webhook route (in-process via
-the ASGI test client), the router task's body, the session run — on a fresh database and
-Redis prefix, one event at a time, sessions already warm. Run: python -m bench.counts
+the ASGI test client), the router task's body, the session run (which sends the turn's reply
+to a loopback fake of Telegram), the delivery task's body on the ring the commit left — on a
+fresh database and Redis prefix, one event at a time, sessions already warm.
+Run: python -m bench.counts
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import redis.connection
 from sqlalchemy import event
 
 from bench import harness
+from tests.fakes.platform_server import FakePlatforms
 
 SENDERS, EVENTS = 4, 40
 # A burst: this many messages from each sender arrive before the workers get to them
@@ -74,9 +77,12 @@ def _per_event(
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
-    with harness.database() as url, harness.redis_prefix() as prefix:
+    with harness.database() as url, harness.redis_prefix() as prefix, FakePlatforms() as fake:
         work = Path(os.environ.get("TMPDIR", "/tmp"))
-        os.environ.update(harness.nexus_environment(url, prefix, work, log_level="WARNING"))
+        # Replies go somewhere, as deployed: Telegram's send API, faked on loopback.
+        telegram = {"telegram_bot_token": "123:bench", "telegram_api_base": fake.base_url}
+        environment = harness.nexus_environment(url, prefix, work, log_level="WARNING", **telegram)
+        os.environ.update(environment)
         from fastapi.testclient import TestClient
 
         from nexus.api.main import build
@@ -91,6 +97,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         database = runtime.database
         runner = runtime.session_runner
         sessions: dict[int, str] = {}
+        rung = _delivery_rings(runtime.doorbell)
 
         def post(number: int) -> None:
             update = harness.telegram_update(10_000 + number, number % SENDERS)
@@ -102,6 +109,11 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         def turn(number: int) -> None:
             runner.run(sessions[number % SENDERS])
 
+        def deliver(number: int) -> None:
+            # The delivery task's body on each ring the turn's commit and sends left.
+            while rung:
+                runtime.delivery_service.send(rung.pop(0))
+
         for number in range(SENDERS):  # warm: contacts, entities, sessions, statements
             post(number)
             route(number)
@@ -112,6 +124,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         for index, (_label, session_id) in enumerate(found):
             sessions[index] = session_id
             runner.run(session_id)
+        rung.clear()  # the warm-up's replies are not measured
         measured = range(SENDERS, SENDERS + EVENTS)
         # Stage by stage, each hop on its own, as when the router rings every session;
         # the burst below runs as deployed (the router runs one idle session itself).
@@ -121,7 +134,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             {
                 "api: webhook → event stored, router rung": (post, api),
                 "router task: event → queue item, session rung": (route, database.engine),
-                "session run: claim → context → model → commit": (turn, database.engine),
+                "session run: claim → context → model → commit → reply": (turn, database.engine),
+                "delivery task: the ring the commit left": (deliver, database.engine),
             },
             measured,
         )
@@ -143,6 +157,19 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "note": "task bodies only: Celery's own receive/ack/task-event traffic per task "
         "comes on top, alike for both sides (Nexus: 2 tasks per event; bare: 2)",
     }
+
+
+def _delivery_rings(doorbell: Any) -> list[str]:
+    """The deliveries rung from now on (each still rung through the broker as well)."""
+    rung: list[str] = []
+    ring = doorbell.delivery_ready
+
+    def recorded(delivery_id: str, delay_ms: int = 0) -> None:
+        rung.append(delivery_id)
+        ring(delivery_id, delay_ms)
+
+    doorbell.delivery_ready = recorded
+    return rung
 
 
 def _burst(

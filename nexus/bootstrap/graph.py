@@ -35,6 +35,7 @@ from nexus.ids import Clock, now_ms
 from nexus.ingest.batch import ProcessedEvent
 from nexus.ingest.drain import EventRouter
 from nexus.operations.status import WorkerPing
+from nexus.outbound.inline import InlineReplies
 from nexus.outbound.ports import RateLimiter, Sender
 from nexus.outbound.service import DeliveryService
 from nexus.outbound.typing import TypingIndicator
@@ -225,7 +226,7 @@ class Nexus:
             # deliveries for the platform it answers.
             commit_hooks=(
                 worker_result_hook(self.doorbell),
-                reply_hook(self.doorbell),
+                reply_hook(self.doorbell, self.inline_replies),
             ),
             capabilities=self.capabilities,
             signals=NoSignals(),
@@ -285,6 +286,7 @@ class Nexus:
             turn_time_limit_ms=self.settings.turn_time_limit_seconds * 1000,
             collect_window_ms=self.settings.collect_window_ms,
             typing=self.typing_indicator,
+            replies=self.inline_replies,
         )
 
     @cached_property
@@ -371,6 +373,12 @@ class Nexus:
             uncertain=self.settings.delivery_uncertain,
             rates=self.settings.delivery_rate_limits,
         )
+
+    @cached_property
+    def inline_replies(self) -> InlineReplies:
+        """A committed turn's reply, sent by the session run that committed it (the reply
+        hook hands it over; the delivery task rung at commit is the backup)."""
+        return InlineReplies(self.delivery_service)
 
     def close(self) -> None:
         """Drop the pooled connections (a forked child must not reuse its parent's), and stop

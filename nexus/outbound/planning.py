@@ -30,6 +30,7 @@ from nexus.outbound.addressing import (
     address_for,
 )
 from nexus.outbound.chunking import chunk, limit_for
+from nexus.outbound.inline import InlineReplies
 from nexus.outbound.markup import render
 from nexus.outbound.rich import attachment_targets, native_parts, with_fallback
 
@@ -94,7 +95,12 @@ def _last_completed(result: TurnResult, tool_name: str) -> ToolCallDraft | None:
     return calls[-1] if calls else None
 
 
-def reply_hook(doorbell: Doorbell | None) -> CommitHook:
+def reply_hook(doorbell: Doorbell | None, inline: InlineReplies | None = None) -> CommitHook:
+    """The commit hook that stores a turn's reply. After the commit it rings the first
+    chunk's `nexus.delivery.send`, and hands the chunks to `inline`, for the session run
+    that committed the turn to send them itself before its next turn (outbound/inline.py);
+    the task is then the backup, and finds the chunk sent."""
+
     def hook(
         uow: UnitOfWork,
         session: SessionRecord,
@@ -121,9 +127,13 @@ def reply_hook(doorbell: Doorbell | None) -> CommitHook:
             rich = None  # no answer: nothing to hang buttons on
         else:
             rich = rich_reply(result)
-        first = plan_reply(uow, session, turn_id, text, context, address, rich, reaction=reacted)
-        if first is not None and doorbell is not None:
-            uow.after_commit(partial(doorbell.delivery_ready, first))
+        ids = plan_reply(uow, session, turn_id, text, context, address, rich, reaction=reacted)
+        if not ids or address is None:
+            return
+        if doorbell is not None:
+            uow.after_commit(partial(doorbell.delivery_ready, ids[0]))
+        if inline is not None:
+            uow.after_commit(partial(inline.ready, ids, address.sender))
 
     return hook
 
@@ -142,8 +152,8 @@ def plan_reply(
     rich: RichReply | None = None,
     *,
     reaction: str | None = None,
-) -> str | None:
-    """Store the reply event and its chunks; returns the first chunk's delivery id.
+) -> list[str]:
+    """Store the reply event and its chunks; returns the chunks' delivery ids, in order.
     `reaction` (where the sender has them) follows the text as a delivery of its own, so a
     refused reaction never holds the answer back; `text` None sends the reaction alone."""
     reply_id = f"{REPLY}:{turn_id}"
@@ -176,8 +186,7 @@ def plan_reply(
         occurred_at=uow.ledger.clock(),
         payload=_payload(session, turn_id, context, rich, reaction),
     )
-    ids = uow.ledger.deliveries.add_reply(reply, drafts, disposition=disposition, detail=detail)
-    return ids[0] if ids else None
+    return uow.ledger.deliveries.add_reply(reply, drafts, disposition=disposition, detail=detail)
 
 
 def _payload(

@@ -8,7 +8,7 @@ after; a worker that dies in between leaves a `sending` row whose lease lapses, 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
@@ -53,13 +53,37 @@ class DeliveryService:
     sleep: Callable[[float], None] = time.sleep
 
     def send(self, delivery_id: str) -> Outcome:
+        """The `nexus.delivery.send` task: one chunk, whoever rang it (a commit's backup
+        ring, a retry's, the next chunk's, recovery's)."""
         with self.database.unit_of_work() as uow:
             pending = uow.ledger.deliveries.get(delivery_id)
         if pending is None or pending.status != DeliveryStatus.PENDING:
             return "skipped"  # sent, failed, or another worker has it: a duplicate ring
-        wait_ms = self.limiter.reserve(
-            pending.platform, self.rates.get(pending.platform, DEFAULT_RATE_PER_S)
-        )
+        return self._attempt(delivery_id, pending.platform)
+
+    def send_reply(self, chunk_ids: Sequence[str], platform: str) -> list[Outcome]:
+        """A turn's reply, sent by the run that committed it, on the run's thread: its chunks
+        (all for `platform`, as the reply hook recorded them) in order, while each lands.
+        What does not land is left where `send` leaves it: a retry rung for its backoff, a
+        refusal failed, a rate-limit wait rung for its slot, and a chunk that the task rung at
+        commit took first (`begin_send` lets exactly one of them have it) is that task's.
+
+        The ids and platform come from the commit that stored them, so nothing is read
+        first; the next chunk's id is known, so it is not read after a send either."""
+        outcomes: list[Outcome] = []
+        for index, delivery_id in enumerate(chunk_ids):
+            outcome = self._attempt(delivery_id, platform, later=chunk_ids[index + 1 :])
+            outcomes.append(outcome)
+            if outcome != "sent":
+                break
+        return outcomes
+
+    def _attempt(
+        self, delivery_id: str, platform: str, *, later: Sequence[str] | None = None
+    ) -> Outcome:
+        """Book a rate slot, take the chunk (`begin_send`, committed), call the platform,
+        record what came of it. `later`: the reply's chunks after this one, when known."""
+        wait_ms = self.limiter.reserve(platform, self.rates.get(platform, DEFAULT_RATE_PER_S))
         if wait_ms > MAX_INLINE_WAIT_MS:
             self.doorbell.delivery_ready(delivery_id, wait_ms)
             return "deferred"
@@ -72,7 +96,7 @@ class DeliveryService:
             return "skipped"  # not due, not next in its reply, or taken meanwhile
         result = self._call(delivery)
         with self.database.unit_of_work() as uow:
-            outcome = self._record(uow, delivery, result)
+            outcome = self._record(uow, delivery, result, later)
             uow.commit()
         log.info("delivery_attempt", **_log_fields(delivery), outcome=outcome)
         if outcome == "failed" and not isinstance(result, Sent):
@@ -115,12 +139,23 @@ class DeliveryService:
             log.exception("delivery_sender_error", delivery_id=delivery.id)
             return RetryLater(f"{type(error).__name__}: {error}")
 
-    def _record(self, uow: UnitOfWork, delivery: DeliveryRecord, result: SendResult) -> Outcome:
+    def _record(
+        self,
+        uow: UnitOfWork,
+        delivery: DeliveryRecord,
+        result: SendResult,
+        later: Sequence[str] | None = None,
+    ) -> Outcome:
         deliveries = uow.ledger.deliveries
         if isinstance(result, Sent):
             if not deliveries.mark_sent(delivery.id, result.provider_message_id):
                 return "skipped"  # our lease lapsed and recovery settled it meanwhile
-            following = deliveries.next_chunk(delivery.turn_id, delivery.chunk_index)
+            if later is None:
+                following = deliveries.next_chunk(delivery.turn_id, delivery.chunk_index)
+            else:
+                following = later[0] if later else None
+            # Rung even when the caller sends it next itself: should that caller stop
+            # first, the chunk goes out now rather than at the next recovery.
             if following is not None:
                 uow.after_commit(partial(self.doorbell.delivery_ready, following))
             return "sent"

@@ -2,15 +2,16 @@
 
 Lease (duplicate-work saver) → per turn: pick by queue mode → claim in the ledger (epoch + 1,
 items claimed under it) → run the turn (abort flag, steer inbox, time limit) → commit with
-compare-and-set on head and epoch → repeat while work is ready → release → ring again if
-anything is owed. Correctness never depends on the lease: a run that lost it is fenced at
-commit and its items go back to the queue.
+compare-and-set on head and epoch → send the turn's reply → repeat while work is ready →
+release → ring again if anything is owed. Correctness never depends on the lease: a run that
+lost it is fenced at commit and its items go back to the queue.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import structlog
@@ -27,6 +28,7 @@ from nexus.ledger.enums import (
     QueueStatus,
 )
 from nexus.ledger.records import ConsumedItem, EventRecord, QueueItemRecord
+from nexus.outbound.inline import InlineReplies, ReadyReply
 from nexus.outbound.typing import TypingIndicator
 from nexus.queueing.coordination import Coordination, Lease
 from nexus.queueing.keepalive import KeepAlive
@@ -61,6 +63,9 @@ class SessionRunner:
     max_turns_per_run: int = 50  # then re-ring, so one busy session cannot hog a worker
     # Shows "typing…" where the turn's answer goes, off the turn's path (best effort).
     typing: TypingIndicator | None = None
+    # Sends a committed turn's reply on this run's thread before the next turn, rather than
+    # leaving it to a delivery task that waits behind the session runs (outbound/inline.py).
+    replies: InlineReplies | None = None
 
     def claim_inline(
         self,
@@ -292,27 +297,36 @@ class SessionRunner:
         # The reply's address comes from the event this run read, not a read back.
         source = next((events.get(q.event_id) for q in queries if q.event_id), None)
         shown = self.typing.started(source) if self.typing is not None else None
-        try:
-            outcome = turns.run_turn(
-                session_id,
-                queries,
-                epoch=epoch,
-                consumed=consumed,
-                queue_mode=plan.mode,
-                source=source,
-                leading=announce,
-                read=claim.read,
-            )
-        except Exception as error:  # a bug, or Redis out of reach: it must not wedge the session
-            log.exception("turn_crashed", session_id=session_id)
-            return self._failures().settle(
-                plan, epoch, f"{type(error).__name__}: {error}", crashed=True
-            )
-        finally:
-            self.coordination.settle()  # what the turn posted as it ran is applied
-            if self.typing is not None:
-                self.typing.stopped(shown)
-        return self._settle(session_id, epoch, plan, outcome, signals.timed_out)
+        holding: AbstractContextManager[list[ReadyReply]] = (
+            self.replies.holding() if self.replies is not None else nullcontext([])
+        )
+        with holding as replies:
+            try:
+                outcome = turns.run_turn(
+                    session_id,
+                    queries,
+                    epoch=epoch,
+                    consumed=consumed,
+                    queue_mode=plan.mode,
+                    source=source,
+                    leading=announce,
+                    read=claim.read,
+                )
+            except Exception as error:  # a bug, or Redis out of reach: it must not wedge it
+                log.exception("turn_crashed", session_id=session_id)
+                return self._failures().settle(
+                    plan, epoch, f"{type(error).__name__}: {error}", crashed=True
+                )
+            finally:
+                self.coordination.settle()  # what the turn posted as it ran is applied
+                if self.typing is not None:
+                    self.typing.stopped(shown)
+        step = self._settle(session_id, epoch, plan, outcome, signals.timed_out)
+        if replies and self.replies is not None:
+            # The reply leaves with its turn, before the next is claimed: a backlog's replies
+            # go out as its turns commit, in turn order, on this thread.
+            self.replies.send(replies)
+        return step
 
     def _compact(self, session_id: str, epoch: int, plan: Run, turns: TurnService) -> str:
         """A compaction asked for through the API or CLI, run here under the lease like a

@@ -15,6 +15,7 @@ from nexus.engine.query import QueryMessage
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.records import DeliveryRecord, SessionRecord
+from nexus.outbound.inline import InlineReplies
 from nexus.outbound.planning import reply_hook
 from nexus.outbound.rate_limit import InProcessRateLimiter
 from nexus.outbound.service import DeliveryService, Outcome
@@ -82,6 +83,9 @@ class OutboundRig:
     clock: FakeClock
     doorbell: RecordingDoorbell
     service: DeliveryService
+    # What a session run holds around its turn (`holding`) and sends after it; a turn
+    # answered outside `holding` leaves its reply to the rung task alone (`pump`).
+    inline: InlineReplies
     sleeps: list[float] = field(default_factory=list)
 
     def arrive(self, event: NexusEvent) -> None:
@@ -138,7 +142,6 @@ def outbound_rig(
 ) -> OutboundRig:
     doorbell = RecordingDoorbell()
     rig = build_rig(database, clock)
-    rig.turns = dataclasses.replace(rig.turns, commit_hooks=(reply_hook(doorbell),))
     configured = platform_settings(fake, **settings)
     sleeps: list[float] = []
     service = DeliveryService(
@@ -150,4 +153,6 @@ def outbound_rig(
         uncertain=configured.delivery_uncertain,
         sleep=sleeps.append,
     )
-    return OutboundRig(rig, database, clock, doorbell, service, sleeps)
+    inline = InlineReplies(service)
+    rig.turns = dataclasses.replace(rig.turns, commit_hooks=(reply_hook(doorbell, inline),))
+    return OutboundRig(rig, database, clock, doorbell, service, inline, sleeps)

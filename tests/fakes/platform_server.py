@@ -15,6 +15,7 @@ import re
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -102,6 +103,9 @@ class FakePlatforms:
         self._webhook_ids: set[str] = set()
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
+        # Called with each request as it arrives, before it is answered: the sender waits
+        # while it runs, so it sees the world as it was when the message reached us.
+        self.on_request: Callable[[Received], None] | None = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -135,6 +139,8 @@ class FakePlatforms:
     # -- the platforms -----------------------------------------------------------------------
 
     def _answer(self, request: Received) -> tuple[int, dict[str, Any], dict[str, str]]:
+        if self.on_request is not None:
+            self.on_request(request)
         with self._lock:
             self.requests.append(request)
             failures = self._failures[request.kind]

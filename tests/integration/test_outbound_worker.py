@@ -1,5 +1,6 @@
 """Outbound delivery on real worker processes, Postgres and Redis: webhook-style ingest →
-router → turn → deliveries → the fake platform, with a worker killed mid-send."""
+router → turn → deliveries → the fake platform, with a worker killed mid-send, and a
+backlog's replies leaving with their turns."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from nexus.adapters.celery_broker import CeleryDoorbell, create_celery
 from nexus.db import Database
 from nexus.event import Author, Container, NexusEvent
 from nexus.ingest.service import ingest
-from nexus.ledger.enums import DeliveryStatus
-from nexus.ledger.records import DeliveryRecord
+from nexus.ledger.enums import DeliveryStatus, QueueMode
+from nexus.ledger.records import DeliveryRecord, NewSession
+from nexus.ledger.repository.identity import auto_entity_id
 from nexus.settings import Settings
-from tests.fakes.platform_server import FakePlatforms
+from tests.fakes.platform_server import FakePlatforms, Received
 from tests.integration.worker_process import celery_worker, wait_for, worker_environment
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -55,24 +57,67 @@ def _send(database: Database, environment: dict[str, str], event: NexusEvent) ->
         uow.commit()
 
 
+def _answered_in_turn_order(database: Database, session_id: str) -> list[int]:
+    """The platform message each committed turn answered, in the ledger's turn order."""
+    with database.reading() as uow:
+        found = uow.connection.exec_driver_sql(
+            "SELECT e.message_id FROM turns t JOIN events e ON e.id = t.source_event_id"
+            " WHERE t.session_id = %(s)s AND t.status = 'completed' ORDER BY t.epoch",
+            {"s": session_id},
+        ).scalars()
+        return [int(message_id) for message_id in found]
+
+
+def _send_all(database: Database, environment: dict[str, str], events: list[NexusEvent]) -> None:
+    """Stored in one transaction, so they wait together: a backlog before any worker runs."""
+    settings = Settings(
+        database_url=database.url,
+        redis_url=environment["NEXUS_REDIS_URL"],
+        broker_prefix=environment["NEXUS_BROKER_PREFIX"],
+    )
+    with database.unit_of_work() as uow:
+        ingest(uow, events, CeleryDoorbell(create_celery(settings)))
+        uow.commit()
+
+
 def _deliveries(database: Database) -> list[DeliveryRecord]:
     with database.unit_of_work() as uow:
         turn_ids = uow.ledger.connection.exec_driver_sql("SELECT id FROM turns").scalars()
         return [d for t in list(turn_ids) for d in uow.ledger.deliveries.for_turn(t)]
 
 
-def _event(adapter: str) -> NexusEvent:
+def _event(adapter: str, number: int = 1, message_id: int = 55) -> NexusEvent:
     where = Container(kind="dm", id="4242") if adapter == "telegram" else None
     return NexusEvent(
-        id=f"{adapter}:1",
+        id=f"{adapter}:{number}",
         adapter=adapter,
         platform=adapter,
         sender=Author(id="4242", display_name="Ada"),
         container=where or Container(kind="group", id="C7"),
-        message_id="55",
+        message_id=str(message_id),
         text="hello there",
-        occurred_at=0,
+        occurred_at=number,
     )
+
+
+def _progress(database: Database, session_id: str) -> tuple[int, int]:
+    """The session's committed turns, and its inputs taken (claimed or done) so far."""
+    with database.reading() as uow:
+        return (
+            int(
+                uow.connection.exec_driver_sql(
+                    "SELECT count(*) FROM turns WHERE session_id = %(s)s AND status = 'completed'",
+                    {"s": session_id},
+                ).scalar_one()
+            ),
+            int(
+                uow.connection.exec_driver_sql(
+                    "SELECT count(*) FROM queue_items WHERE session_id = %(s)s"
+                    " AND status IN ('claimed', 'done')",
+                    {"s": session_id},
+                ).scalar_one()
+            ),
+        )
 
 
 @pytest.mark.parametrize(
@@ -136,3 +181,44 @@ def test_a_429_then_200_is_delivered_once_after_the_platforms_wait(
     [row] = _deliveries(pg_database)
     assert row.status == DeliveryStatus.SENT and row.attempts == 2
     assert second.body["reply_parameters"]["message_id"] == 55
+
+
+def test_a_backlogs_replies_leave_with_their_turns(
+    pg_database: Database, tmp_path: Path, fake: FakePlatforms
+) -> None:
+    """One worker thread, ten messages waiting for one session in `queue` mode: the run takes
+    them one turn each, and each turn's reply reaches the platform before the next turn is
+    claimed (so before its model call), not after the whole run."""
+    environment = _environment(pg_database, fake)
+    with pg_database.unit_of_work() as uow:
+        persona = uow.ledger.agents.ensure("atlas")
+        label = f"dm:{auto_entity_id('telegram', '4242')}"
+        session = NewSession(label=label, persona_id=persona.id, queue_mode=QueueMode.QUEUE)
+        session_id = uow.ledger.sessions.ensure(session).id
+        uow.commit()
+    # What the ledger said as each reply reached the platform (the sender waits meanwhile).
+    seen: list[tuple[int, int]] = []
+
+    def look(request: Received) -> None:
+        if request.kind == "telegram":
+            seen.append(_progress(pg_database, session_id))
+
+    fake.on_request = look
+    messages = 10
+    _send_all(
+        pg_database,
+        environment,
+        [_event("telegram", n, message_id=100 + n) for n in range(1, messages + 1)],
+    )
+    with celery_worker(environment, tmp_path / "worker.log", queues=QUEUES):  # solo: one thread
+        wait_for(lambda: len(fake.of("telegram")) == messages, timeout=120, what="the replies")
+    assert _progress(pg_database, session_id) == (messages, messages), "one turn per message"
+    # The k-th reply went out with turn k committed and turn k+1 not yet claimed.
+    assert seen == [(k, k) for k in range(1, messages + 1)]
+    # ...and answers turn k's message: the replies reach the platform in the turns' order.
+    answered = [m.body["reply_parameters"]["message_id"] for m in fake.of("telegram")]
+    assert answered == _answered_in_turn_order(pg_database, session_id)
+    assert sorted(answered) == [100 + n for n in range(1, messages + 1)]
+    rows = _deliveries(pg_database)
+    assert [d.status for d in rows] == [DeliveryStatus.SENT] * messages
+    assert [d.attempts for d in rows] == [1] * messages, "each sent once"
