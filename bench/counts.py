@@ -89,7 +89,15 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         from nexus.settings import get_settings
 
         get_settings.cache_clear()
+        from nexus.sessions import signals
         from workers import tasks
+
+        # A running turn asks about the abort flag and the steer inbox at most once per
+        # poll interval (50 ms): a rate per time a turn runs, not a cost of the path, so a
+        # turn slowed down by a loaded machine asked more often and the counts drifted above
+        # their ceilings (10.1 round trips against 10). Counted here, the path alone: no
+        # counted turn lives long enough to poll.
+        signals.ABORT_POLL_MS = 3_600_000
 
         client = TestClient(build())
         # The tasks' graph: the one a worker process builds around the Celery app it runs.
