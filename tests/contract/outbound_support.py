@@ -1,11 +1,16 @@
 """A rig for outbound tests: an engine whose turns plan deliveries, real senders talking
-to the fake platforms, and a pump that plays the delivery worker."""
+to the fake platforms, and a pump that plays the delivery worker. `fake` and `rig` are
+fixtures: a test module imports them by name (and lists them in `__all__`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import html
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+import pytest
 
 from nexus.adapters.outbound.registry import build_senders
 from nexus.adapters.scripted import Say
@@ -25,6 +30,13 @@ from tests.fakes.platform_server import FakePlatforms
 from tests.support import FakeClock
 
 WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LWZvci10ZXN0cy1vbmx5LTMyYnl0ZXMhIQ=="
+CODE = "\n".join(f"    result_{n:03d} = compute(step={n:03d})  # go on" for n in range(110))
+# ~9,000 characters: prose, a code block longer than one message, more prose.
+LONG_REPLY = (
+    "\n\n".join(f"Paragraph {n}. " + "The ledger keeps every turn. " * 9 for n in range(4))
+    + f"\n\n```python\ndef plan():\n{CODE}\n```\n\n"
+    + "\n\n".join(f"Closing {n}. " + "Nothing is lost or doubled. " * 10 for n in range(10))
+)
 
 
 def platform_settings(fake: FakePlatforms, **extra: object) -> Settings:
@@ -156,3 +168,26 @@ def outbound_rig(
     inline = InlineReplies(service)
     rig.turns = dataclasses.replace(rig.turns, commit_hooks=(reply_hook(doorbell, inline),))
     return OutboundRig(rig, database, clock, doorbell, service, inline, sleeps)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakePlatforms]:
+    with FakePlatforms() as platforms:
+        yield platforms
+
+
+@pytest.fixture
+def rig(database: Database, clock: FakeClock, fake: FakePlatforms) -> OutboundRig:
+    return outbound_rig(database, clock, fake)
+
+
+def arrive_telegram(rig: OutboundRig, text: str = "hi") -> NexusEvent:
+    """A Telegram DM (message 77 from 4242) stored as arrived."""
+    event = message("telegram:1", "telegram", "4242", text, message_id="77")
+    rig.arrive(event)
+    return event
+
+
+def shown(telegram_html: str) -> str:
+    """A Telegram HTML message's text as shown, which is what its length limit counts."""
+    return html.unescape(re.sub(r"<[^>]+>", "", telegram_html))

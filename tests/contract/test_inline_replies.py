@@ -6,14 +6,10 @@ real senders against the loopback fake platforms."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import pytest
-
 from nexus.adapters.scripted import Say
-from nexus.db import Database
-from nexus.event import NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import DeliveryStatus, QueueMode
 from nexus.ledger.records import NewQueueItem
@@ -21,33 +17,23 @@ from nexus.outbound.inline import InlineReplies, ReadyReply
 from nexus.outbound.rate_limit import InProcessRateLimiter
 from nexus.queueing.coordination import InProcessCoordination
 from nexus.sessions.runner import SessionRunner
-from tests.contract.outbound_support import OutboundRig, message, outbound_rig
-from tests.contract.test_outbound import LONG_REPLY
+from tests.contract.outbound_support import (
+    LONG_REPLY,
+    OutboundRig,
+    arrive_telegram,
+    fake,
+    message,
+    rig,
+)
 from tests.fakes.platform_server import FakePlatforms, Received
-from tests.support import FakeClock
 
-
-@pytest.fixture
-def fake() -> Iterator[FakePlatforms]:
-    with FakePlatforms() as platforms:
-        yield platforms
-
-
-@pytest.fixture
-def rig(database: Database, clock: FakeClock, fake: FakePlatforms) -> OutboundRig:
-    return outbound_rig(database, clock, fake)
-
-
-def _telegram(rig: OutboundRig) -> NexusEvent:
-    event = message("telegram:1", "telegram", "4242", "hi", message_id="77")
-    rig.arrive(event)
-    return event
+__all__ = ["fake", "rig"]  # the fixtures, for pytest
 
 
 def _turn(rig: OutboundRig, reply: str = "Hello back.") -> tuple[str, list[ReadyReply]]:
     """A turn answered as a session run does it: holding, so its reply is handed over."""
     session = rig.rig.session("dm:ent_tg")
-    event = _telegram(rig)
+    event = arrive_telegram(rig)
     with rig.inline.holding() as held:
         turn_id = rig.answer(session, event, reply)
     return turn_id, held

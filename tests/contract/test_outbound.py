@@ -3,10 +3,8 @@ retried, never doubled. Real senders over httpx, against loopback fake platforms
 
 from __future__ import annotations
 
-import html
 import json
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from sqlalchemy import event as sql_event
@@ -21,34 +19,21 @@ from nexus.event import Container, NexusEvent
 from nexus.ingest.service import ingest
 from nexus.ledger.enums import DeliveryStatus
 from nexus.outbound.planning import NO_REPLY
-from tests.contract.outbound_support import WEBHOOK_SECRET, OutboundRig, message, outbound_rig
+from tests.contract.outbound_support import (
+    LONG_REPLY,
+    WEBHOOK_SECRET,
+    OutboundRig,
+    arrive_telegram,
+    fake,
+    message,
+    outbound_rig,
+    rig,
+    shown,
+)
 from tests.fakes.platform_server import FakePlatforms
 from tests.support import FakeClock, build_chain, route_one
 
-CODE = "\n".join(f"    result_{n:03d} = compute(step={n:03d})  # go on" for n in range(110))
-# ~9,000 characters: prose, a code block longer than one message, more prose.
-LONG_REPLY = (
-    "\n\n".join(f"Paragraph {n}. " + "The ledger keeps every turn. " * 9 for n in range(4))
-    + f"\n\n```python\ndef plan():\n{CODE}\n```\n\n"
-    + "\n\n".join(f"Closing {n}. " + "Nothing is lost or doubled. " * 10 for n in range(10))
-)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakePlatforms]:
-    with FakePlatforms() as platforms:
-        yield platforms
-
-
-@pytest.fixture
-def rig(database: Database, clock: FakeClock, fake: FakePlatforms) -> OutboundRig:
-    return outbound_rig(database, clock, fake)
-
-
-def _telegram(rig: OutboundRig, text: str = "hi") -> NexusEvent:
-    event = message("telegram:1", "telegram", "4242", text, message_id="77")
-    rig.arrive(event)
-    return event
+__all__ = ["fake", "rig"]  # the fixtures, for pytest
 
 
 def test_a_9000_character_telegram_reply_arrives_as_three_messages_in_order(
@@ -56,13 +41,13 @@ def test_a_9000_character_telegram_reply_arrives_as_three_messages_in_order(
 ) -> None:
     assert 8_500 < len(LONG_REPLY) < 9_500
     session = rig.rig.session("dm:ent_tg")
-    turn_id = rig.answer(session, _telegram(rig), LONG_REPLY)
+    turn_id = rig.answer(session, arrive_telegram(rig), LONG_REPLY)
     assert set(rig.pump()) == {"sent"}
     sent = fake.of("telegram")
     assert len(sent) == 3
     texts = [m.body["text"] for m in sent]
     # Telegram counts the limit on the text as shown, after the HTML markup is parsed.
-    assert all(len(_shown(t)) <= 4096 for t in texts)
+    assert all(len(shown(t)) <= 4096 for t in texts)
     # The code block straddles a break: closed in one message, reopened in the next.
     assert sum("<pre>" in t for t in texts) == 2
     for text in texts:
@@ -95,7 +80,7 @@ def test_a_429_with_retry_after_is_sent_once_after_the_wait(
          "parameters": {"retry_after": 5}},
     )  # fmt: skip
     session = rig.rig.session("dm:ent_tg")
-    turn_id = rig.answer(session, _telegram(rig), "Short answer.")
+    turn_id = rig.answer(session, arrive_telegram(rig), "Short answer.")
     first = rig.service.send(rig.doorbell.deliveries.pop(0)[0])
     assert first == "retry"
     [(delivery_id, delay_ms)] = rig.doorbell.deliveries
@@ -118,7 +103,7 @@ def test_a_403_fails_at_once_with_every_later_chunk_and_is_never_retried(
         {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"},
     )
     session = rig.rig.session("dm:ent_tg")
-    turn_id = rig.answer(session, _telegram(rig), LONG_REPLY)
+    turn_id = rig.answer(session, arrive_telegram(rig), LONG_REPLY)
     assert rig.pump() == ["failed"]
     assert len(fake.requests) == 1 and fake.messages == []
     rows = rig.deliveries(turn_id)
@@ -133,7 +118,7 @@ def test_transient_failures_stop_after_three_attempts(
     for _ in range(3):
         fake.fail_next("telegram", 502, {"ok": False, "description": "Bad Gateway"})
     session = rig.rig.session("dm:ent_tg")
-    turn_id = rig.answer(session, _telegram(rig), "hello")
+    turn_id = rig.answer(session, arrive_telegram(rig), "hello")
     assert rig.pump() == ["retry", "retry", "failed"]
     [row] = rig.deliveries(turn_id)
     assert row.status == DeliveryStatus.FAILED and row.attempts == 3
@@ -263,7 +248,7 @@ def test_a_send_that_lapsed_mid_call_is_not_repeated_where_the_platform_cannot_d
     rig: OutboundRig, fake: FakePlatforms, clock: FakeClock
 ) -> None:
     session = rig.rig.session("dm:ent_tg")
-    turn_id = rig.answer(session, _telegram(rig), "Once only.")
+    turn_id = rig.answer(session, arrive_telegram(rig), "Once only.")
     delivery_id, _ = rig.doorbell.deliveries.pop(0)
     _crash_after_sending(rig, delivery_id)
     assert len(fake.of("telegram")) == 1  # the platform has it; the ledger never heard
@@ -303,15 +288,11 @@ def test_no_delivery_for_a_silent_answer_or_an_api_question(
     rig: OutboundRig, fake: FakePlatforms
 ) -> None:
     session = rig.rig.session("dm:ent_tg")
-    silent = rig.answer(session, _telegram(rig), NO_REPLY)
+    silent = rig.answer(session, arrive_telegram(rig), NO_REPLY)
     rig.rig.model.push(Say("From the API."))
     asked = rig.rig.say(session.id, "asked over the API").turn_id  # no source event
     assert rig.doorbell.deliveries == []
     assert rig.deliveries(silent) == [] and rig.deliveries(asked) == []
-
-
-def _shown(telegram_html: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", telegram_html))
 
 
 def _crash_after_sending(rig: OutboundRig, delivery_id: str) -> None:
@@ -459,7 +440,7 @@ def test_a_replys_turn_is_on_the_stream_before_its_delivery_is_rung(
         ring(delivery_id, delay_ms)
 
     monkeypatch.setattr(rig.doorbell, "delivery_ready", delivery_ready)
-    event = _telegram(rig)
+    event = arrive_telegram(rig)
     session = rig.rig.session("dm:telegram:4242")
 
     rig.answer(session, event, "hello there")
@@ -484,7 +465,7 @@ def test_a_committed_turn_whose_report_cannot_be_published_still_answers(
         publish_many(events)
 
     monkeypatch.setattr(publisher, "publish_many", failing)
-    event = _telegram(rig)
+    event = arrive_telegram(rig)
     session = rig.rig.session("dm:telegram:4242")
 
     turn_id = rig.answer(session, event, "hello there")

@@ -5,13 +5,11 @@ text where a platform has none), and a pressed button comes back into the same s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from email import message_from_bytes
 from email.message import Message
 from typing import Any
 from urllib.parse import urlencode
 
-import pytest
 from aiosmtpd.controller import Controller
 
 from nexus.access.policy import load_policies
@@ -24,10 +22,19 @@ from nexus.db import Database
 from nexus.event import Container, NexusEvent
 from nexus.ingest.batch import ProcessedEvent
 from nexus.ledger.records import SessionRecord
-from tests.contract.outbound_support import OutboundRig, message, outbound_rig
-from tests.contract.test_outbound import LONG_REPLY, _shown
+from tests.contract.outbound_support import (
+    LONG_REPLY,
+    OutboundRig,
+    fake,
+    message,
+    outbound_rig,
+    rig,
+    shown,
+)
 from tests.fakes.platform_server import FakePlatforms
 from tests.support import FakeClock, free_port, route_one
+
+__all__ = ["fake", "rig"]  # the fixtures, for pytest
 
 OPTIONS: dict[str, Any] = {
     "buttons": [
@@ -75,17 +82,6 @@ COMPONENTS = [
 ]
 
 
-@pytest.fixture
-def fake() -> Iterator[FakePlatforms]:
-    with FakePlatforms() as platforms:
-        yield platforms
-
-
-@pytest.fixture
-def rig(database: Database, clock: FakeClock, fake: FakePlatforms) -> OutboundRig:
-    return outbound_rig(database, clock, fake)
-
-
 def _session(rig: OutboundRig, label: str, persona: str = "assistant") -> SessionRecord:
     return rig.rig.session(label, persona=persona, capabilities=("rich_replies",))
 
@@ -114,7 +110,7 @@ def test_a_long_telegram_reply_carries_its_keyboard_on_the_last_message_only(
     sent = fake.of("telegram")
     assert len(sent) == 3
     assert [m.body.get("reply_markup") for m in sent] == [None, None, KEYBOARD]
-    assert all(len(_shown(m.body["text"])) <= 4096 for m in sent)
+    assert all(len(shown(m.body["text"])) <= 4096 for m in sent)
     # Telegram has no embeds: the card is lines at the end of the text (its links are
     # linked by Telegram itself); the link button is on the keyboard, not in the text.
     assert sent[2].body["text"].endswith(f"doubled.\n\n{EMBED_LINES}")
@@ -396,7 +392,7 @@ def test_a_reaction_on_telegram_is_ignored_and_the_answer_goes_alone(
     outcome = rig.rig.say(session.id, "thanks!", event_id=event.id)
     assert outcome.status == "committed", outcome
     assert set(rig.pump()) == {"sent"}
-    assert [_shown(m.body["text"]) for m in fake.of("telegram")] == ["Any time."]
+    assert [shown(m.body["text"]) for m in fake.of("telegram")] == ["Any time."]
     with database.reading() as uow:
         assert len(uow.ledger.deliveries.for_turn(outcome.turn_id)) == 1
         reply = uow.ledger.events.get(f"reply:{outcome.turn_id}")

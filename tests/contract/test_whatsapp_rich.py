@@ -6,17 +6,14 @@ tests/fixtures/whatsapp/."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from nexus.adapters.scripted import CallTools, Say
-from nexus.db import Database
-from tests.contract.outbound_support import OutboundRig, message, outbound_rig
+from tests.contract.outbound_support import OutboundRig, fake, message, rig
 from tests.fakes.platform_server import FakePlatforms
-from tests.support import FakeClock
+
+__all__ = ["fake", "rig"]  # the fixtures, for pytest
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "whatsapp"
 TO = "972987654321"
@@ -25,17 +22,6 @@ TO = "972987654321"
 def _fixture(name: str) -> dict[str, Any]:
     found: dict[str, Any] = json.loads((FIXTURES / name).read_text())
     return found
-
-
-@pytest.fixture
-def fake() -> Iterator[FakePlatforms]:
-    with FakePlatforms() as platforms:
-        yield platforms
-
-
-@pytest.fixture
-def rig(database: Database, clock: FakeClock, fake: FakePlatforms) -> OutboundRig:
-    return outbound_rig(database, clock, fake)
 
 
 def _answer(rig: OutboundRig, text: str, options: dict[str, Any], n: int = 1) -> str:
