@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -33,39 +35,62 @@ from nexus.queueing.stream_expiry import STREAM_REPLAY_WINDOW_S
 TICKS = 7  # looks timed per tick kind (the first, warming, not counted)
 
 
-def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
-    """`MEMORY USAGE` of the keys under `prefix`: those naming a session (per session, and
-    by kind; all of them, and those outliving the stream's replay window), and the rest
-    (the broker's, shared by all sessions)."""
-    client = redis.Redis.from_url(harness.REDIS_URL)
+@dataclass(frozen=True)
+class KeyUse:
+    """One key under a prefix: its name after the prefix, the session it names (None: a key
+    of no session's, such as the broker's), its kind (the name with that session's id as
+    `{session}`), its `MEMORY USAGE` in bytes and its TTL in seconds (-1: it never expires)."""
+
+    name: str
+    session: str | None
+    kind: str
+    used: int
+    ttl: int
+
+
+def key_uses(client: redis.Redis, prefix: str, session_ids: Collection[str]) -> list[KeyUse]:
+    """Every key under `prefix`, with its memory and TTL read in one pipeline; a key gone
+    (expired, a lease released) between the scan and the read is left out."""
     ids = set(session_ids)
-    kinds: dict[str, Counter[str]] = {}
-    per_session = past_window = other = 0
     keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
     with client.pipeline(transaction=False) as pipe:
         for key in keys:
             pipe.memory_usage(key, samples=0)
             pipe.ttl(key)
         answers = pipe.execute()
+    found: list[KeyUse] = []
     for key, used, ttl in zip(keys, answers[0::2], answers[1::2], strict=True):
         if used is None:
-            continue  # expired (a lease released) since the scan
-        name = key.decode()[len(prefix) :]
-        found = next((part for part in name.replace("/", ":").split(":") if part in ids), None)
-        if found is None:
-            other += int(used)
             continue
-        per_session += int(used)
-        outlives = ttl == -1 or ttl > STREAM_REPLAY_WINDOW_S
-        past_window += int(used) * outlives
-        kind = name.replace(found, "{session}")
-        counted = kinds.setdefault(kind, Counter())
+        name = key.decode()[len(prefix) :]
+        session = next((part for part in name.replace("/", ":").split(":") if part in ids), None)
+        kind = name if session is None else name.replace(session, "{session}")
+        found.append(KeyUse(name, session, kind, int(used), int(ttl)))
+    return found
+
+
+def redis_per_session(prefix: str, session_ids: list[str]) -> dict[str, Any]:
+    """`MEMORY USAGE` of the keys under `prefix`: those naming a session (per session, and
+    by kind; all of them, and those outliving the stream's replay window), and the rest
+    (the broker's, shared by all sessions)."""
+    client = redis.Redis.from_url(harness.REDIS_URL)
+    kinds: dict[str, Counter[str]] = {}
+    per_session = past_window = other = 0
+    keys = key_uses(client, prefix, session_ids)
+    for key in keys:
+        if key.session is None:
+            other += key.used
+            continue
+        per_session += key.used
+        outlives = key.ttl == -1 or key.ttl > STREAM_REPLAY_WINDOW_S
+        past_window += key.used * outlives
+        counted = kinds.setdefault(key.kind, Counter())
         counted["keys"] += 1
-        counted["bytes"] += int(used)
-        counted["bytes_past_window"] += int(used) * outlives
-        counted["without_expiry"] += int(ttl == -1)
-        counted["ttl_max_s"] = max(counted["ttl_max_s"], ttl)
-    entries = [client.xlen(k) for k in keys if k.decode()[len(prefix) :].startswith("stream:")]
+        counted["bytes"] += key.used
+        counted["bytes_past_window"] += key.used * outlives
+        counted["without_expiry"] += int(key.ttl == -1)
+        counted["ttl_max_s"] = max(counted["ttl_max_s"], key.ttl)
+    entries = [client.xlen(prefix + k.name) for k in keys if k.name.startswith("stream:")]
     client.close()
     sessions = max(1, len(session_ids))
     return {

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.idle import key_uses
 from nexus.adapters.redis_coordination import RedisCoordination
 from nexus.bootstrap import Nexus, bootstrap
 from nexus.db import Database
@@ -94,25 +95,14 @@ def test_an_idle_session_keeps_at_most_2_kb_in_redis_past_the_replay_window(
 
     coordination = graph.coordination
     assert isinstance(coordination, RedisCoordination)
-    client, prefix = coordination._redis, coordination._prefix
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.memory_usage(key, samples=0)
-            pipe.ttl(key)
-        answers = pipe.execute()
+    keys = key_uses(coordination._redis, coordination._prefix, ids)
     outliving = 0  # bytes of the keys naming a session that outlive the replay window
     kinds: dict[str, list[int]] = {}
-    for key, used, ttl in zip(keys, answers[0::2], answers[1::2], strict=True):
-        name = key.decode()[len(prefix) :]
-        session = next((part for part in name.split(":") if part in ids), None)
-        if session is None:
-            continue
-        kind = name.replace(session, "{session}")
-        kinds.setdefault(kind, []).append(ttl)
-        assert ttl != -1, f"{kind} never expires"
-        if ttl > STREAM_REPLAY_WINDOW_S:
-            outliving += int(used)
+    for key in (k for k in keys if k.session is not None):
+        kinds.setdefault(key.kind, []).append(key.ttl)
+        assert key.ttl != -1, f"{key.kind} never expires"
+        if key.ttl > STREAM_REPLAY_WINDOW_S:
+            outliving += key.used
     assert outliving / SESSIONS <= IDLE_BYTES, (outliving / SESSIONS, sorted(kinds))
     # Every session's stream is there (a reconnect now is served from Redis), for the window.
     streams = kinds["stream:{session}"]
