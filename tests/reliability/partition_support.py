@@ -1,6 +1,6 @@
 """What the partition scenarios share: process settings whose Redis or Postgres goes through
-a `Link` (tests/reliability/links.py), a webhook poster, and what they wait on in the ledger
-and the workers' logs."""
+a `Link` (tests/reliability/links.py), the processes' start-up (`deploy`), a webhook poster,
+and what they wait on in the ledger and the workers' logs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from subprocess import Popen
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,11 +23,12 @@ from nexus.db import Database
 from nexus.sessions.failures import RETRY_BACKOFF_MS
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.platform_server import FakePlatforms
-from tests.integration.processes import telegram_update
+from tests.integration.processes import fast_beat, nexus_process, telegram_update
 from tests.integration.session_support import RUNS
-from tests.integration.worker_process import worker_environment
+from tests.integration.worker_process import celery_worker, wait_for, worker_environment
 from tests.reliability.links import Link
 from tests.services import REDIS_URL
+from tests.support import free_port, port_open
 
 T = TypeVar("T")
 SECRET = "partition-telegram-secret"
@@ -44,12 +47,16 @@ SLACK_S = 10.0
 TAKEOVER_S = LEASE_S + 2 * WATCHDOG_S + BACKOFF_S + SOCKET_TIMEOUT_S + SLACK_S
 
 
+def redis_url_through(link: Link) -> str:
+    """REDIS_URL (its database) reached through `link`."""
+    parts = urlsplit(REDIS_URL)
+    return urlunsplit((parts.scheme, f"127.0.0.1:{link.port}", parts.path, "", ""))
+
+
 def redis_through(link: Link) -> dict[str, str]:
     """A process's settings for REDIS_URL (its database) reached through `link`: the
     coordination with a short socket timeout, the broker (kombu takes no such query) too."""
-    parts = urlsplit(REDIS_URL)
-    netloc = f"127.0.0.1:{link.port}"
-    broker = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    broker = redis_url_through(link)
     return {"NEXUS_REDIS_URL": f"{broker}?socket_timeout={SOCKET_TIMEOUT_S}",
             "NEXUS_BROKER_URL": broker}  # fmt: skip
 
@@ -65,10 +72,11 @@ def postgres_target(database: Database) -> tuple[str, int]:
 
 
 def postgres_through(link: Link, database: Database) -> dict[str, str]:
-    """A process's NEXUS_DATABASE_URL for `database`, reached through `link`."""
+    """A process's NEXUS_DATABASE_URL for `database` (its user and password kept), reached
+    through `link`."""
     parts = urlsplit(database.url)
-    user = f"{parts.username}@" if parts.username else ""
-    netloc = f"{user}127.0.0.1:{link.port}"
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@127.0.0.1:{link.port}" if credentials else f"127.0.0.1:{link.port}"
     return {"NEXUS_DATABASE_URL": urlunsplit(parts._replace(netloc=netloc))}
 
 
@@ -192,3 +200,103 @@ def enter_together(stack: ExitStack, managers: Sequence[AbstractContextManager[T
         if not isinstance(result, tuple):
             raise RuntimeError("a process did not start") from result
     return values
+
+
+@dataclass
+class Deployment:
+    """A scenario's processes, which `stack` stops: `nexus api` and a client of it, a beat
+    (if one was asked for), and the Celery workers, each with its settings and its log."""
+
+    stack: ExitStack
+    tmp_path: Path
+    queues: str
+    api: Popen[bytes]
+    client: httpx.Client
+    beat: Popen[bytes] | None
+    beat_log: Path
+    environments: list[dict[str, str]]
+    workers: list[Popen[bytes]]
+    logs: list[Path]
+
+    def restart(self, n: int) -> None:
+        """Start worker `n` again on its settings, as a deployment's restart policy would,
+        with a log of its own."""
+        self.logs[n] = self.tmp_path / f"worker{n}-restarted.log"
+        self.workers[n] = self.stack.enter_context(
+            celery_worker(self.environments[n], self.logs[n], queues=self.queues, threads=4)
+        )
+
+
+def deploy(
+    stack: ExitStack,
+    tmp_path: Path,
+    api: dict[str, str],
+    workers: Sequence[dict[str, str]],
+    *,
+    queues: str,
+    beat: dict[str, str] | None = None,
+    client_timeout: float = 30,
+) -> Deployment:
+    """`nexus api` on the settings `api`, a fast beat on `beat` if given, and a worker (four
+    threads, consuming `queues`) on each of `workers`, started side by side; returned once
+    every worker is ready and the API listens. Logs go to `tmp_path`."""
+    api_port = free_port()
+    api_process = stack.enter_context(
+        nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", api)
+    )
+    beat_log = tmp_path / "beat.log"
+    beat_process = stack.enter_context(fast_beat(beat, beat_log)) if beat is not None else None
+    environments = list(workers)
+    logs = [tmp_path / f"worker{n}.log" for n in range(len(environments))]
+    started = enter_together(
+        stack,
+        [
+            # timeout: side by side on a loaded machine
+            celery_worker(environment, log, queues=queues, threads=4, timeout=120)
+            for environment, log in zip(environments, logs, strict=True)
+        ],
+    )
+    wait_for(lambda: port_open(api_port), timeout=60, what="the API")
+    client = stack.enter_context(
+        httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=client_timeout)
+    )
+    return Deployment(
+        stack=stack,
+        tmp_path=tmp_path,
+        queues=queues,
+        api=api_process,
+        client=client,
+        beat=beat_process,
+        beat_log=beat_log,
+        environments=environments,
+        workers=started,
+        logs=logs,
+    )
+
+
+def cut_mid_turn(
+    database: Database,
+    fake: FakeAnthropicServer,
+    poster: Poster,
+    deployment: Deployment,
+    links: Sequence[Link],
+    *,
+    timeout: float,
+    reset: bool = False,
+) -> tuple[int, float, float]:
+    """Post update 1 and, once its turn's (slow) answer has started, cut the link of the
+    worker running it (`reset`: resetting its connections); wait up to `timeout` for the
+    other worker's claim, then for the answer. The cut-off worker's index, the time of the
+    cut, and how long after it the claim came."""
+    assert poster.post(1, sender=1) == 200
+    wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
+    cut_off = running(deployment.logs)
+    claimed_at_cut = epoch(database)
+    links[cut_off].cut(reset=reset)
+    cut_at = time.monotonic()
+    wait_for(
+        lambda: epoch(database) > claimed_at_cut, timeout=timeout, what="the other worker's claim"
+    )
+    took = time.monotonic() - cut_at
+    wait_for(lambda: settled(database, 1), timeout=60, what="the taken-over answer")
+    return cut_off, cut_at, took

@@ -10,34 +10,30 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from subprocess import Popen
 
-import httpx
 import pytest
 
 from nexus.db import Database
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.platform_server import FakePlatforms
-from tests.integration.processes import fast_beat, nexus_process
 from tests.integration.session_support import on_fake_model
-from tests.integration.worker_process import celery_worker, stop, wait_for
+from tests.integration.worker_process import stop, wait_for
 from tests.reliability.links import Link
 from tests.reliability.partition_support import (
     TAKEOVER_S,
     Poster,
     base_environment,
-    epoch,
+    cut_mid_turn,
+    deploy,
     fake,
     lost_attempts,
     redis_target,
     redis_through,
     replies_sent,
-    running,
     settled,
 )
 from tests.reliability.scale import pick
 from tests.reliability.watch import InvariantWatch
-from tests.support import free_port, port_open
 
 __all__ = ["fake"]  # the fixture, for pytest
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -62,7 +58,6 @@ def test_a_worker_cut_from_redis_mid_turn_is_taken_over_without_beat(
     fake.reply_text("the answer after the cut")
     for n in range(5):
         fake.reply_text(f"answer {n} after the heal")
-    api_port = free_port()
     database = pg_database
     with (
         FakePlatforms() as platforms,
@@ -72,43 +67,22 @@ def test_a_worker_cut_from_redis_mid_turn_is_taken_over_without_beat(
     ):
         invariants.watch(database, platforms=platforms)
         environment = {**base_environment(database, platforms), **on_fake_model(fake)}
-        stack.enter_context(
-            nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", environment)
-        )
         links = [link_0, link_1]
-        logs = [tmp_path / f"worker{n}.log" for n in range(2)]
-        workers: list[Popen[bytes]] = [
-            stack.enter_context(
-                celery_worker(
-                    {**environment, **redis_through(link)},
-                    log,
-                    queues="events,sessions,delivery",  # no timer: no beat, no relay
-                    threads=4,
-                )
-            )
-            for link, log in zip(links, logs, strict=True)
-        ]
-        wait_for(lambda: port_open(api_port), timeout=60, what="the API")
-        client = stack.enter_context(
-            httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)
+        deployment = deploy(
+            stack,
+            tmp_path,
+            environment,
+            [{**environment, **redis_through(link)} for link in links],
+            queues="events,sessions,delivery",  # no timer: no beat, no relay
         )
-        poster = Poster(client)
-        assert poster.post(1, sender=1) == 200
-        wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
-        cut_off = running(logs)
-        claimed_at_cut = epoch(database)
-        links[cut_off].cut(reset=reset)
-        cut_at = time.monotonic()
+        workers, logs = deployment.workers, deployment.logs
+        poster = Poster(deployment.client)
         # The bound is on the takeover, the other worker's claim (the cut-off one cannot
         # claim: its lease is on Redis); its answer then takes a model call, whose time on a
         # loaded machine is no part of what the design promises.
-        wait_for(
-            lambda: epoch(database) > claimed_at_cut,
-            timeout=TAKEOVER_S + 30,
-            what="the other worker's claim",
+        cut_off, cut_at, took = cut_mid_turn(
+            database, fake, poster, deployment, links, timeout=TAKEOVER_S + 30, reset=reset
         )
-        took = time.monotonic() - cut_at
-        wait_for(lambda: settled(database, 1), timeout=60, what="the taken-over answer")
         print(
             f"\ntaken over {took:.1f} s after the cut (bound {TAKEOVER_S:.1f} s), "
             f"answered {time.monotonic() - cut_at:.1f} s after it"
@@ -126,15 +100,7 @@ def test_a_worker_cut_from_redis_mid_turn_is_taken_over_without_beat(
             # error: AttributeError ... 'hostname'" while acking over a lost connection), as
             # test_services.py's Supervisor knows; the restart policy starts it again.
             assert reset and "'hostname'" in logs[cut_off].read_text()
-            logs[cut_off] = tmp_path / f"worker{cut_off}-restarted.log"
-            workers[cut_off] = stack.enter_context(
-                celery_worker(
-                    {**environment, **redis_through(links[cut_off])},
-                    logs[cut_off],
-                    queues="events,sessions,delivery",
-                    threads=4,
-                )
-            )
+            deployment.restart(cut_off)
             print("the cut-off worker exited on the reset and was started again")
         healed_at = len(logs[cut_off].read_bytes())
         for number, sender in ((2, 1), (3, 2), (4, 3), (5, 4)):
@@ -165,30 +131,20 @@ def test_the_api_cut_from_redis_answers_2xx_or_503_and_loses_nothing_accepted(
     """Webhooks keep arriving while the API's link to Redis is cut: each is accepted (2xx,
     stored) or refused (503, for the platform to send again); every accepted one is
     answered once the link heals."""
-    api_port = free_port()
     database = pg_database
     with FakePlatforms() as platforms, Link(redis_target()) as link, ExitStack() as stack:
         invariants.watch(database, platforms=platforms)
         environment = base_environment(database, platforms)
-        api_environment = {**environment, **redis_through(link)}
-        stack.enter_context(
-            nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", api_environment)
+        deployment = deploy(
+            stack,
+            tmp_path,
+            {**environment, **redis_through(link)},
+            [environment, environment],
+            queues="events,sessions,delivery,timer",
+            beat=environment,
+            client_timeout=15,
         )
-        for n in range(2):
-            stack.enter_context(
-                celery_worker(
-                    environment,
-                    tmp_path / f"worker{n}.log",
-                    queues="events,sessions,delivery,timer",
-                    threads=4,
-                )
-            )
-        stack.enter_context(fast_beat(environment, tmp_path / "beat.log"))
-        wait_for(lambda: port_open(api_port), timeout=60, what="the API")
-        client = stack.enter_context(
-            httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=15)
-        )
-        poster = Poster(client)
+        poster = Poster(deployment.client)
         before = API_MESSAGES // 4
         for number in range(before):
             assert poster.post(number, sender=number % 3) == 200

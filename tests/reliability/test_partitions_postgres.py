@@ -14,33 +14,29 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
 import pytest
 
 from nexus.db import Database
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.platform_server import FakePlatforms
-from tests.integration.processes import nexus_process
 from tests.integration.session_support import on_fake_model
-from tests.integration.worker_process import celery_worker, stop, wait_for
+from tests.integration.worker_process import stop, wait_for
 from tests.reliability.links import Link
 from tests.reliability.partition_support import (
     SLACK_S,
     WATCHDOG_S,
     Poster,
     base_environment,
-    enter_together,
-    epoch,
+    cut_mid_turn,
+    deploy,
     fake,
     lost_attempts,
     postgres_target,
     postgres_through,
     replies_sent,
-    running,
     settled,
 )
 from tests.reliability.watch import InvariantWatch
-from tests.support import free_port, port_open
 
 __all__ = ["fake"]  # the fixture, for pytest
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -70,7 +66,6 @@ def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
     fake.reply_text("a long answer the cut interrupts " * 4, chunks=20, delay_s=STREAM_S / 20)
     fake.reply_text("the answer after the cut")
     fake.reply_text("the answer after the heal")
-    api_port = free_port()
     database = pg_database
     with (
         FakePlatforms() as platforms,
@@ -84,43 +79,19 @@ def test_a_worker_cut_from_postgres_mid_turn_gives_up_and_is_taken_over(
             **on_fake_model(fake),
             "NEXUS_DATABASE_TIMEOUT_SECONDS": str(DB_TIMEOUT_S),
         }
-        stack.enter_context(
-            nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", environment)
-        )
         links = [link_0, link_1]
-        logs = [tmp_path / f"worker{n}.log" for n in range(2)]
-
-        workers = enter_together(
+        deployment = deploy(
             stack,
-            [
-                celery_worker(
-                    {**environment, **postgres_through(link, database)},
-                    log,
-                    queues="events,sessions,delivery",  # no timer: no beat, no relay
-                    threads=4,
-                    timeout=120,  # side by side on a loaded machine
-                )
-                for link, log in zip(links, logs, strict=True)
-            ],
+            tmp_path,
+            environment,
+            [{**environment, **postgres_through(link, database)} for link in links],
+            queues="events,sessions,delivery",  # no timer: no beat, no relay
         )
-        wait_for(lambda: port_open(api_port), timeout=60, what="the API")
-        client = stack.enter_context(
-            httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)
+        workers, logs = deployment.workers, deployment.logs
+        poster = Poster(deployment.client)
+        cut_off, cut_at, took = cut_mid_turn(
+            database, fake, poster, deployment, links, timeout=TAKEOVER_S
         )
-        poster = Poster(client)
-        assert poster.post(1, sender=1) == 200
-        wait_for(lambda: len(fake.requests) == 1, what="the slow turn to start")
-        cut_off = running(logs)
-        claimed_at_cut = epoch(database)
-        links[cut_off].cut()
-        cut_at = time.monotonic()
-        wait_for(
-            lambda: epoch(database) > claimed_at_cut,
-            timeout=TAKEOVER_S,
-            what="the other worker's claim",
-        )
-        took = time.monotonic() - cut_at
-        wait_for(lambda: settled(database, 1), timeout=60, what="the taken-over answer")
         print(
             f"\ntaken over {took:.1f} s after the cut (bound {TAKEOVER_S:.1f} s), answered "
             f"{time.monotonic() - cut_at:.1f} s after it, still cut"

@@ -13,18 +13,16 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
 import pytest
 
 from nexus.db import Database
 from tests.fakes.platform_server import FakePlatforms
-from tests.integration.processes import fast_beat, nexus_process
-from tests.integration.worker_process import celery_worker, wait_for
+from tests.integration.worker_process import wait_for
 from tests.reliability.links import Link
 from tests.reliability.partition_support import (
     Poster,
     base_environment,
-    enter_together,
+    deploy,
     redis_target,
     redis_through,
     replies_sent,
@@ -32,7 +30,6 @@ from tests.reliability.partition_support import (
 )
 from tests.reliability.scale import pick
 from tests.reliability.watch import InvariantWatch
-from tests.support import free_port, port_open
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 CUT_S = pick(4.0, 30.0)  # how long Redis stays out of reach
@@ -56,7 +53,6 @@ def test_redis_out_of_reach_for_every_process_loses_nothing_accepted(
     heals every accepted message is answered once, by the same processes. `reset`: the link
     resets its connections rather than going silent; a Celery worker may then exit (a kombu
     bug), and is started again as a deployment's restart policy would."""
-    api_port = free_port()
     database = pg_database
     with (
         FakePlatforms() as platforms,
@@ -65,34 +61,21 @@ def test_redis_out_of_reach_for_every_process_loses_nothing_accepted(
     ):
         invariants.watch(database, platforms=platforms)
         environment = {**base_environment(database, platforms), **redis_through(link)}
-        logs = [tmp_path / f"worker{n}.log" for n in range(2)]
-        api = stack.enter_context(
-            nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", environment)
-        )
         # A beat, as in production: an event stored while its doorbell could not ring is
         # found by the relay on a tick (the workers' watchdog rings sessions, not events).
         # It starts beside the others, and ticks before the cut.
-        beat_log = tmp_path / "beat.log"
-        beat = stack.enter_context(fast_beat(environment, beat_log))
-        workers = enter_together(
+        deployment = deploy(
             stack,
-            [
-                celery_worker(
-                    environment,
-                    log,
-                    queues="events,sessions,delivery,timer",
-                    threads=4,
-                    timeout=120,
-                )
-                for log in logs
-            ],
+            tmp_path,
+            environment,
+            [environment, environment],
+            queues="events,sessions,delivery,timer",
+            beat=environment,
+            client_timeout=15,
         )
-        wait_for(lambda: port_open(api_port), timeout=60, what="the API")
+        beat_log = deployment.beat_log
         wait_for(lambda: b"Sending due task" in beat_log.read_bytes(), timeout=60, what="a tick")
-        client = stack.enter_context(
-            httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=15)
-        )
-        poster = Poster(client)
+        poster = Poster(deployment.client)
         before = MESSAGES // 4
         for number in range(before):
             assert poster.post(number, sender=number % SENDERS) == 200
@@ -104,18 +87,14 @@ def test_redis_out_of_reach_for_every_process_loses_nothing_accepted(
             number += 1
         link.heal()
         healed_at = time.monotonic()
-        for n, worker in enumerate(workers):
+        logs = deployment.logs
+        for n, worker in enumerate(deployment.workers):
             if worker.poll() is not None:
                 # Reset connections can end the Celery worker itself (kombu 5.7:
                 # "Unrecoverable error: AttributeError ... 'hostname'" as its consumer
                 # reconnects), as test_partitions.py knows; the restart policy starts it.
                 assert reset and "'hostname'" in logs[n].read_text(), logs[n].read_text()[-3000:]
-                logs[n] = tmp_path / f"worker{n}-restarted.log"
-                workers[n] = stack.enter_context(
-                    celery_worker(
-                        environment, logs[n], queues="events,sessions,delivery,timer", threads=4
-                    )
-                )
+                deployment.restart(n)
                 print(f"\nworker {n} exited on the reset and was started again")
         during, slowest_s = number - before, poster.slowest_s
         cut_answers = [poster.answers[n][-1] for n in range(before, number)]
@@ -138,7 +117,8 @@ def test_redis_out_of_reach_for_every_process_loses_nothing_accepted(
             f"every input answered {answered_s:.1f} s after the heal, every reply sent "
             f"{time.monotonic() - healed_at:.1f} s after it"
         )
-        for process, name in ((api, "the API"), *((w, "a worker") for w in workers),
-                              (beat, "the beat")):  # fmt: skip
-            assert process.poll() is None, f"{name} exited after the heal"
+        processes = [(deployment.api, "the API"), (deployment.beat, "the beat")]
+        processes += [(worker, "a worker") for worker in deployment.workers]
+        for process, name in processes:
+            assert process is not None and process.poll() is None, f"{name} exited after the heal"
         invariants.check(database)

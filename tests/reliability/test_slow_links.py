@@ -18,30 +18,33 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from sqlalchemy.engine import make_url
 
 from nexus.db import Database
 from nexus.ledger.enums import OPEN_QUEUE_STATUSES, QueueMode, TurnStatus
 from nexus.ledger.records import NewSession, QueueItemRecord, TurnView
 from nexus.ledger.repository.identity import auto_entity_id
 from tests.fakes.platform_server import FakePlatforms
-from tests.integration.processes import nexus_process, telegram_update
-from tests.integration.worker_process import celery_worker, wait_for, worker_environment
+from tests.integration.processes import telegram_update
+from tests.integration.worker_process import wait_for, worker_environment
 from tests.reliability.links import Link
+from tests.reliability.partition_support import (
+    deploy,
+    postgres_target,
+    postgres_through,
+    redis_target,
+    redis_url_through,
+    replies_sent,
+)
 from tests.reliability.scale import pick
 from tests.reliability.test_queue_modes import ALLOWED
 from tests.reliability.watch import InvariantWatch
-from tests.services import REDIS_URL
-from tests.support import free_port, port_open
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 SECRET = "slow-links-telegram-secret"
@@ -63,22 +66,15 @@ class Session:
     settled_s: list[float] = field(default_factory=list)  # per burst, from its start
 
 
-def _target(url: str, port: int) -> tuple[str, int]:
-    """Where a Redis or Postgres URL points (`port` when it names none)."""
-    parsed = make_url(url)
-    return parsed.host or "127.0.0.1", parsed.port or port
-
-
 def _environment(
     database: Database, platforms: FakePlatforms, pg: Link, redis: Link
 ) -> dict[str, str]:
     """Every Redis and Postgres address a process has, through the links."""
-    parts = urlsplit(REDIS_URL)
-    redis_url = f"{parts.scheme}://127.0.0.1:{redis.port}{parts.path}"
-    database_url = make_url(database.url).set(host="127.0.0.1", port=pg.port)
+    redis_url = redis_url_through(redis)
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "ANTHROPIC_"))},
-        **worker_environment(database_url.render_as_string(hide_password=False)),
+        **worker_environment(database.url),
+        **postgres_through(pg, database),
         "NEXUS_REDIS_URL": redis_url,
         "NEXUS_BROKER_URL": redis_url,
         "NEXUS_TELEGRAM_SECRET_TOKEN": SECRET,
@@ -90,18 +86,6 @@ def _environment(
         "NEXUS_SCRIPTED_DELAY_MS": "150",
         "NEXUS_QUEUE_CAP": "100000",  # order and batching, not overflow
     }
-
-
-def _enter_together(stack: ExitStack, managers: Sequence[AbstractContextManager[object]]) -> None:
-    """Enter the processes' context managers at once (each waits for its process to be
-    ready: imports, mostly), each to be left with `stack`."""
-    with ThreadPoolExecutor(max_workers=len(managers)) as pool:
-        entered = [pool.submit(manager.__enter__) for manager in managers]
-    for manager, future in zip(managers, entered, strict=True):
-        if future.exception() is None:
-            stack.push(manager.__exit__)
-    for future in entered:
-        future.result()
 
 
 def _open_sessions(database: Database) -> list[Session]:
@@ -130,14 +114,6 @@ def _open_counts(database: Database) -> dict[str, tuple[int, int]]:
             " FROM queue_items GROUP BY session_id"
         ).all()
     return {str(sid): (int(total), int(open_)) for sid, total, open_ in rows}
-
-
-def _replies_sent(database: Database) -> bool:
-    with database.unit_of_work() as uow:
-        unsent = uow.connection.exec_driver_sql(
-            "SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')"
-        ).scalar_one()
-    return int(unsent) == 0
 
 
 def _reply_lag(database: Database) -> str:
@@ -241,11 +217,10 @@ def test_bursts_in_every_mode_over_slow_lossy_links_to_redis_and_postgres(
     pg_database: Database, invariants: InvariantWatch, tmp_path: Path
 ) -> None:
     database = pg_database
-    api_port = free_port()
     with (
         FakePlatforms() as platforms,
-        Link(_target(REDIS_URL, 6379)) as redis_link,
-        Link(_target(database.url, 5432)) as pg_link,
+        Link(redis_target()) as redis_link,
+        Link(postgres_target(database)) as pg_link,
         ExitStack() as stack,
     ):
         invariants.watch(database, platforms=platforms)
@@ -256,19 +231,8 @@ def test_bursts_in_every_mode_over_slow_lossy_links_to_redis_and_postgres(
         sessions = _open_sessions(database)
         environment = _environment(database, platforms, pg_link, redis_link)
         started = time.monotonic()
-        stack.enter_context(
-            nexus_process(["api", "--port", str(api_port)], tmp_path / "api.log", environment)
-        )
-        workers = [
-            celery_worker(environment, tmp_path / f"worker{n}.log", queues=QUEUES, threads=4)
-            for n in range(2)
-        ]
-        _enter_together(stack, workers)
-        wait_for(lambda: port_open(api_port), timeout=60, what="the API")
+        client = deploy(stack, tmp_path, environment, [environment] * 2, queues=QUEUES).client
         print(f"\nthe API and two workers up in {time.monotonic() - started:.1f} s")
-        client = stack.enter_context(
-            httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)
-        )
         # One message each first: every session's first turn, and warm workers, so that the
         # burst's interrupts and steers find turns running (a cold worker's first routing
         # takes seconds here, and a signal raised before a turn's claim is not for it).
@@ -288,7 +252,7 @@ def test_bursts_in_every_mode_over_slow_lossy_links_to_redis_and_postgres(
         # replies are out about when the inputs settle; the wait allows for retries.
         settled_at = time.monotonic()
         total = sum(s.sent for s in sessions)
-        wait_for(lambda: _replies_sent(database), timeout=60 + total / 5, what="every reply sent")
+        wait_for(lambda: replies_sent(database), timeout=60 + total / 5, what="every reply sent")
         print(
             f"every reply sent {time.monotonic() - settled_at:.1f} s after the last input settled"
         )
