@@ -124,11 +124,29 @@ def given_options(query: Mapping[str, str | tuple[str, ...]]) -> str | None:
     return given if isinstance(given, str) else " ".join(given)
 
 
-def tell_the_server(engine: Engine, timeout_s: float) -> None:
-    """Set `later_settings` on each new connection of `engine` (one statement each). A
-    server that refuses one keeps its default, and is not asked again: a platform without
-    the connection check (client_connection_check_interval, Linux's alone) refuses it."""
-    refused: set[str] = set()
+def named_settings(options: str | None) -> set[str]:
+    """The settings libpq `options` set (`-c name=value`, `-cname=value`, `--name=value`)."""
+    words = (options or "").split()
+    named: set[str] = set()
+    for at, word in enumerate(words):
+        if word == "-c" and at + 1 < len(words):
+            word = words[at + 1]
+        elif word.startswith(("-c", "--")):
+            word = word[2:]
+        else:
+            continue
+        name, equals, _ = word.partition("=")
+        if equals:
+            named.add(name.replace("-", "_").lower())
+    return named
+
+
+def tell_the_server(engine: Engine, timeout_s: float, *, options: str | None = None) -> None:
+    """Set `later_settings` on each new connection of `engine` (one statement each), but
+    those the user's `options` set, which stand. A server that refuses one keeps its
+    default, and is not asked again: a platform without the connection check
+    (client_connection_check_interval, Linux's alone) refuses it."""
+    refused = named_settings(options)
     errors: tuple[type[Exception], ...] = (
         engine.dialect.loaded_dbapi.ProgrammingError,
         engine.dialect.loaded_dbapi.DataError,

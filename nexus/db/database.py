@@ -106,13 +106,10 @@ def build_engine(
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _configure_sqlite(engine)
         return engine
+    options = bounds.given_options(parsed.query)
     engine = create_engine(
         url,
-        connect_args=(
-            bounds.connect_args(timeout_s, options=bounds.given_options(parsed.query))
-            if timeout_s
-            else {}
-        ),
+        connect_args=bounds.connect_args(timeout_s, options=options) if timeout_s else {},
         # The repository reads rowcount after INSERT … ON CONFLICT DO NOTHING to tell "new"
         # from "already there"; psycopg forgets it once the cursor closes, so keep it.
         execution_options={"preserve_rowcount": True},
@@ -120,7 +117,7 @@ def build_engine(
         max_overflow=max_overflow,
     )
     if timeout_s:
-        bounds.tell_the_server(engine, timeout_s)
+        bounds.tell_the_server(engine, timeout_s, options=options)
     if timeout_s and parsed.get_driver_name() == "psycopg":
         bounds.bound_round_trips(engine, timeout_s)
     _ping_when_idle(engine, after_s=PING_AFTER_IDLE_S)

@@ -194,7 +194,10 @@ def test_a_transaction_cut_off_holding_a_row_lock_is_ended_by_the_server(
 def test_the_server_is_told_the_bound_and_the_users_own_options_are_kept(
     postgres_url: str, driver: str
 ) -> None:
-    url = with_driver(postgres_url, driver) + "?options=-c%20work_mem%3D4242kB"
+    # The user's own: one setting of theirs, one the server would be told after connecting.
+    url = with_driver(postgres_url, driver) + (
+        "?options=-c%20work_mem%3D4242kB%20-c%20client_connection_check_interval%3D250"
+    )
     database = Database(url, timeout_s=TIMEOUT_S)
     try:
         settings = _settings(database)
@@ -205,7 +208,7 @@ def test_the_server_is_told_the_bound_and_the_users_own_options_are_kept(
     assert settings["tcp_keepalives_count"] == str(bounds.KEEPALIVE_PROBES)
     # Set once connected, this server being 14 or later.
     assert settings["tcp_user_timeout"] == str(int(TIMEOUT_S * 1000))
-    assert settings["client_connection_check_interval"] == "1000"
+    assert settings["client_connection_check_interval"] == "250"  # theirs stands
     # No bound on a statement's own length.
     assert settings["statement_timeout"] == "0"
 

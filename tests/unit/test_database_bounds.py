@@ -12,6 +12,7 @@ from nexus.db.bounds import (
     given_options,
     later_settings,
     merge_options,
+    named_settings,
     server_options,
     server_settings,
 )
@@ -74,3 +75,14 @@ def test_the_users_options_are_read_from_the_url_or_else_pgoptions(
     assert given_options(make_url("postgresql+psycopg://u@h/db").query) == "-c work_mem=64MB"
     monkeypatch.delenv("PGOPTIONS")
     assert given_options(make_url("postgresql+psycopg://u@h/db").query) is None
+
+
+def test_the_settings_the_users_options_name_are_not_set_after_connecting() -> None:
+    options = "-c tcp_user_timeout=0 -cwork_mem=64MB --client-connection-check-interval=0 -c"
+    assert named_settings(options) == {
+        "tcp_user_timeout",
+        "work_mem",
+        "client_connection_check_interval",
+    }
+    assert named_settings(None) == set()
+    assert named_settings("-c search_path") == set()  # no value: libpq would refuse it anyway
