@@ -94,8 +94,9 @@ def build_engine(
 ) -> Engine:
     """An engine for `url` with the settings Nexus relies on for each dialect. `timeout_s`:
     on Postgres, the longest a connection or a round trip may wait for the server before
-    the connection is given up (nexus/db/bounds.py); None waits as long as TCP does (the
-    migrations, whose statements may take long)."""
+    the connection is given up, and the server told to give up on a vanished client in as
+    long (nexus/db/bounds.py); None waits as long as TCP does (the migrations, whose
+    statements may take long)."""
     url = normalize_database_url(url)
     require_driver(url)
     parsed = make_url(url)
@@ -105,15 +106,18 @@ def build_engine(
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _configure_sqlite(engine)
         return engine
+    options = bounds.given_options(parsed.query)
     engine = create_engine(
         url,
-        connect_args=bounds.connect_args(timeout_s) if timeout_s else {},
+        connect_args=bounds.connect_args(timeout_s, options=options) if timeout_s else {},
         # The repository reads rowcount after INSERT … ON CONFLICT DO NOTHING to tell "new"
         # from "already there"; psycopg forgets it once the cursor closes, so keep it.
         execution_options={"preserve_rowcount": True},
         pool_size=pool_size,
         max_overflow=max_overflow,
     )
+    if timeout_s:
+        bounds.tell_the_server(engine, timeout_s, options=options)
     if timeout_s and parsed.get_driver_name() == "psycopg":
         bounds.bound_round_trips(engine, timeout_s)
     _ping_when_idle(engine, after_s=PING_AFTER_IDLE_S)
