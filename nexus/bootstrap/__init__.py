@@ -55,6 +55,10 @@ def bootstrap_worker(settings: Settings, *, celery: Celery | None = None) -> Nex
     # saying which entry is wrong, rather than failing every turn it would price.
     graph.prices  # noqa: B018
     graph.own_addresses  # noqa: B018 - likewise a bad NEXUS_OWN_ADDRESSES
+    # Built now, not by the first message: the router, the session runner, the turn service
+    # with its tools and the reply senders take ~250 ms to build, which the first message
+    # after a worker starts (or each of its pool processes) would otherwise wait for.
+    graph.router  # noqa: B018
     graph.celery.nexus = graph
     return graph
 

@@ -100,3 +100,11 @@ def test_the_fetch_tool_never_reaches_the_api_itself_and_a_bad_own_address_is_na
     assert ("flower", 5555) in hosts and ("127.0.0.1/32", 8000) in networks  # NEXUS_API_URL
     with pytest.raises(ValueError, match=r"NEXUS_OWN_ADDRESSES: 'http://x/'"):
         bootstrap(_embedded(tmp_path, own_addresses=["http://x/"])).own_addresses  # noqa: B018
+
+
+def test_a_workers_message_path_is_built_before_its_first_message(tmp_path: Path) -> None:
+    # The first message after a worker (or a pool process) starts does not wait ~250 ms
+    # for the router, the session runner, the turn service and the senders to be built.
+    graph = bootstrap_worker(_embedded(tmp_path))
+    assert {"router", "session_runner", "turns", "inline_replies", "senders"} <= set(vars(graph))
+    assert graph.database._engine is None  # built, not connected (invariant 8)
