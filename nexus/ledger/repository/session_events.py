@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Connection,
     Executable,
@@ -32,7 +33,7 @@ from nexus.ledger.repository.dialect_sql import PerDialect
 from nexus.ledger.repository.tables import session_events
 
 # Rows per INSERT: a long answer streams a few hundred coalesced deltas. The statement's
-# parameters are the same few for any number of rows; this bounds one statement's arrays.
+# parameters are the same few for any number of rows; this bounds the size of one of them.
 ROWS_PER_INSERT = 2_000
 
 # -- the append: one statement for any number of rows, built once per dialect ---------------
@@ -44,7 +45,8 @@ ROWS_PER_INSERT = 2_000
 # (Parallel arrays unnested, as the turn commit's messages are, took ~1.7 times as long on
 # Postgres for a turn's few rows: one JSONB parameter is bound and parsed at once.)
 _COLUMNS = ["id", "session_id", "sequence", "type", "data", "turn_id", "created_at"]
-_ROWS = bindparam("rows")
+# Untyped: on psycopg 3 a typed parameter is rendered `::VARCHAR`, and cast twice.
+_ROWS: BindParameter[str] = bindparam("rows")
 _SESSION = bindparam("session_id", type_=String)
 _TURN = bindparam("turn_id", type_=String)
 _NOW = bindparam("now", type_=session_events.c.created_at.type)
