@@ -1,5 +1,6 @@
-"""Where an event's cost goes: SQL statements, transactions and Redis round trips per event
-at each stage of Nexus's pipeline, beside the bare sketch's, counted in one process.
+"""Where an event's cost goes: SQL statements, transactions, Redis round trips and
+SQLAlchemy statement compilations per event at each stage of Nexus's pipeline, beside the
+bare sketch's, counted in one process.
 
 Each stage runs the real code the processes run — the API's webhook route (in-process via
 the ASGI test client), the router task's body, the session run (which sends the turn's reply
@@ -19,6 +20,7 @@ from typing import Any
 
 import redis.connection
 from sqlalchemy import event
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from bench import harness
 from tests.fakes.platform_server import FakePlatforms
@@ -30,8 +32,14 @@ BURST_PER_SENDER = 15
 
 
 @contextmanager
-def counting(*engines: Any) -> Iterator[Counter[str]]:
-    """Counts statements and transactions on `engines` and Redis round trips anywhere."""
+def counting(*engines: Any, compiled: Counter[str] | None = None) -> Iterator[Counter[str]]:
+    """Counts statements and transactions on `engines`, and Redis round trips and statement
+    compilations anywhere; the SQL of each compilation goes to `compiled`, when given.
+
+    A compilation is SQLAlchemy's `SQLCompiler` at work: a statement Core executes missed
+    its cache (built anew per call in a shape the cache cannot key), or one handed to
+    `repository/driver.py` was not the statement it compiled once. At steady state the hot
+    path compiles nothing: its statements are built once, and compiled on first use."""
     counts: Counter[str] = Counter()
 
     def statement(*_: object) -> None:
@@ -46,13 +54,23 @@ def counting(*engines: Any) -> Iterator[Counter[str]]:
         counts["redis"] += 1
         original(self, command, check_health)  # type: ignore[no-untyped-call]
 
+    compile_ = SQLCompiler.__init__
+
+    def compiling(self: SQLCompiler, *args: Any, **kwargs: Any) -> None:
+        compile_(self, *args, **kwargs)
+        counts["compiles"] += 1
+        if compiled is not None:
+            compiled[" ".join(self.string.split())[:120]] += 1
+
     for engine in engines:
         event.listen(engine, "before_cursor_execute", statement)
         event.listen(engine, "commit", commit)
     redis.connection.AbstractConnection.send_packed_command = sent  # type: ignore[method-assign]
+    SQLCompiler.__init__ = compiling  # type: ignore[method-assign]
     try:
         yield counts
     finally:
+        SQLCompiler.__init__ = compile_  # type: ignore[method-assign]
         redis.connection.AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
         for engine in engines:
             event.remove(engine, "before_cursor_execute", statement)
@@ -60,14 +78,18 @@ def counting(*engines: Any) -> Iterator[Counter[str]]:
 
 
 def _per_event(
-    stages: dict[str, tuple[Callable[[int], None], Any]], events: range
+    stages: dict[str, tuple[Callable[[int], None], Any]],
+    events: range,
+    compiled: dict[str, Counter[str]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Each event goes through every stage in turn (so a session run finds one new item,
-    as at low load); each stage's counts are its own."""
+    as at low load); each stage's counts are its own, and the SQL it compiled goes to
+    `compiled[stage]`, when given."""
     totals: dict[str, Counter[str]] = {name: Counter() for name in stages}
     for number in events:
         for name, (stage, engine) in stages.items():
-            with counting(engine) as counts:
+            sql = None if compiled is None else compiled.setdefault(name, Counter())
+            with counting(engine, compiled=sql) as counts:
                 stage(number)
             totals[name].update(counts)
     return {
@@ -138,6 +160,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         # the burst below runs as deployed (the router runs one idle session itself).
         inline, runtime.router.runs = runtime.router.runs, None
         api = client.app.state.nexus.nexus.database.engine  # type: ignore[attr-defined]
+        compiled: dict[str, Counter[str]] = {}
         stages = _per_event(
             {
                 "api: webhook → event stored, router rung": (post, api),
@@ -146,6 +169,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 "delivery task: the ring the commit left": (deliver, database.engine),
             },
             measured,
+            compiled,
         )
         runtime.router.runs = inline
         # One at a time as deployed: the router runs the session's turn itself, its first
@@ -162,6 +186,12 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "deployed": {key: value / EVENTS for key, value in sorted(deployed.items())},
         "burst": burst,
         "bare": bare,
+        # What each stage compiled while measured (the SQL's start, compilations per event).
+        "compiled": {
+            stage: {sql: count / EVENTS for sql, count in found.most_common()}
+            for stage, found in compiled.items()
+            if found
+        },
         "note": "task bodies only: Celery's own receive/ack/task-event traffic per task "
         "comes on top, alike for both sides (Nexus: 2 tasks per event; bare: 2)",
     }

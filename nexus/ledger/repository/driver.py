@@ -149,6 +149,14 @@ def scalar(connection: Connection, statement: Executable, params: Mapping[str, A
     return found[0] if found else None
 
 
+def column(connection: Connection, statement: Executable, params: Mapping[str, Any]) -> list[Any]:
+    """The first column of each of the statement's rows, straight from psycopg 3 or
+    sqlite3: for a column Core would not convert (text, a number)."""
+    if connection.dialect.driver not in _STRAIGHT:
+        return list(connection.execute(statement, params).scalars())
+    return _straight(connection, statement, params, _first_column)[0]
+
+
 def execute(connection: Connection, statement: Executable, params: Params) -> int:
     """Run a statement that returns no rows, for one row of parameters or several (an
     executemany), straight from psycopg 3 or sqlite3; the number of rows it changed."""
