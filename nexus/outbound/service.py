@@ -83,7 +83,13 @@ class DeliveryService:
     ) -> Outcome:
         """Book a rate slot, take the chunk (`begin_send`, committed), call the platform,
         record what came of it. `later`: the reply's chunks after this one, when known."""
-        wait_ms = self.limiter.reserve(platform, self.rates.get(platform, DEFAULT_RATE_PER_S))
+        # A platform with no sender takes no slot of its shared rate, and no one waits for
+        # one: the chunk is refused as soon as it is taken (`_call`).
+        wait_ms = (
+            self.limiter.reserve(platform, self.rates.get(platform, DEFAULT_RATE_PER_S))
+            if platform in self.senders
+            else 0
+        )
         if wait_ms > MAX_INLINE_WAIT_MS:
             self.doorbell.delivery_ready(delivery_id, wait_ms)
             return "deferred"

@@ -112,6 +112,28 @@ def test_a_403_fails_at_once_with_every_later_chunk_and_is_never_retried(
     assert rows[0].attempts == 1 and "chunk 0 failed" in (rows[2].error or "")
 
 
+def test_a_reply_for_a_platform_with_no_sender_fails_at_once_without_a_rate_slot(
+    rig: OutboundRig,
+) -> None:
+    # A platform Nexus cannot send to (no credentials configured) takes none of the
+    # platform's shared rate and makes no run wait for it: nothing will be sent anyway.
+    reserved: list[str] = []
+    real_reserve = rig.service.limiter.reserve
+
+    def reserve(platform: str, rate_per_s: float) -> int:
+        reserved.append(platform)
+        return real_reserve(platform, rate_per_s)
+
+    rig.service.limiter.reserve = reserve  # type: ignore[method-assign]
+    rig.service.senders.pop("telegram")
+    session = rig.rig.session("dm:ent_tg")
+    turn_id = rig.answer(session, arrive_telegram(rig), "hello")
+    assert rig.pump() == ["failed"]
+    [row] = rig.deliveries(turn_id)
+    assert row.status == DeliveryStatus.FAILED and "no outbound sender" in (row.error or "")
+    assert reserved == [] and rig.sleeps == []
+
+
 def test_transient_failures_stop_after_three_attempts(
     rig: OutboundRig, fake: FakePlatforms
 ) -> None:
