@@ -205,7 +205,11 @@ def _watch_for_dead_runs(every_s: float) -> None:
         except Exception:  # a database or Redis outage: look again next time
             log.warning("watchdog_failed", exc_info=True)
             continue
-        if orphans:
-            log.warning("dead_runs_rung", sessions=orphans)
+        if orphans.dead_runs:
+            log.warning("dead_runs_rung", sessions=orphans.dead_runs)
+        if orphans.overdue:
+            # Lost rings, or rings a busy worker prefetched (the broker's queue does not
+            # count them): under load the latter is common and harmless, so not a warning.
+            log.info("overdue_sessions_rung", sessions=orphans.overdue)
         if hooks:
             log.warning("hooks_rung_again", events=hooks)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from nexus.db import Database
 from nexus.doorbell import Doorbell
@@ -44,6 +44,38 @@ def stranded(
     ]
 
 
+class Rung(NamedTuple):
+    """The sessions one look rang: claimed work of a run that died or lost its lease
+    (`dead_runs`), and queued work whose ring is overdue (`overdue`): lost, or still on
+    its way to a busy worker that prefetched it, which the broker's queue does not show."""
+
+    dead_runs: list[str]
+    overdue: list[str]
+
+    @property
+    def sessions(self) -> list[str]:
+        return [*self.dead_runs, *self.overdue]
+
+
+def _orphans(
+    database: Database,
+    leases: Leases,
+    *,
+    grace_ms: int,
+    clock: Clock | None,
+    backlog: bool,
+) -> list[OpenWork]:
+    with database.reading() as uow:
+        now = clock() if clock is not None else uow.ledger.clock()
+        rows = uow.ledger.queue.open_work(now_ms=now)
+    found = set(stranded(rows, now_ms=now, grace_ms=grace_ms, backlog=backlog))
+    return [
+        row
+        for row in rows
+        if row.session_id in found and not leases.lease_held(f"session:{row.session_id}")
+    ]
+
+
 def orphaned_sessions(
     database: Database,
     leases: Leases,
@@ -54,11 +86,8 @@ def orphaned_sessions(
 ) -> list[str]:
     """Stranded sessions (`stranded`) whose lease no run holds; by the ledger's clock
     unless `clock` is given."""
-    with database.reading() as uow:
-        now = clock() if clock is not None else uow.ledger.clock()
-        rows = uow.ledger.queue.open_work(now_ms=now)
-    found = stranded(rows, now_ms=now, grace_ms=grace_ms, backlog=backlog)
-    return [session_id for session_id in found if not leases.lease_held(f"session:{session_id}")]
+    orphans = _orphans(database, leases, grace_ms=grace_ms, clock=clock, backlog=backlog)
+    return [row.session_id for row in orphans]
 
 
 def ring_orphaned(
@@ -69,16 +98,16 @@ def ring_orphaned(
     grace_ms: int = 0,
     clock: Clock | None = None,
     backlog: bool = False,
-) -> list[str]:
+) -> Rung:
     """Ring every orphaned session: its next run reclaims a dead run's items (recording
     the lost attempt) and answers them, or takes the overdue queued work, a lease TTL after
     the loss rather than a timer tick or a broker redelivery (~21 minutes) later. A ring
     for a session another run took meanwhile is harmless: that run answers "busy", or
     finds nothing due. Each session is rung by one watchdog per `grace_ms` at most."""
-    orphans = orphaned_sessions(database, leases, grace_ms=grace_ms, clock=clock, backlog=backlog)
-    rung = []
-    for session_id in orphans:
-        if grace_ms <= 0 or leases.raise_flag(WATCHDOG_RANG + session_id, grace_ms):
-            doorbell.session_has_work(session_id)
-            rung.append(session_id)
+    orphans = _orphans(database, leases, grace_ms=grace_ms, clock=clock, backlog=backlog)
+    rung = Rung([], [])
+    for row in orphans:
+        if grace_ms <= 0 or leases.raise_flag(WATCHDOG_RANG + row.session_id, grace_ms):
+            doorbell.session_has_work(row.session_id)
+            (rung.dead_runs if row.claimed else rung.overdue).append(row.session_id)
     return rung

@@ -75,7 +75,7 @@ def test_claimed_work_without_a_live_lease_is_rung_once_per_look(database: Datab
     assert held is not None
     assert orphaned_sessions(database, leases, grace_ms=5_000) == [dead]
     doorbell = RecordingDoorbell()
-    assert ring_orphaned(database, leases, doorbell, grace_ms=5_000) == [dead]
+    assert ring_orphaned(database, leases, doorbell, grace_ms=5_000) == ([dead], [])
     assert doorbell.sessions == [dead]
     held.release()  # the live run ends without settling: now it is orphaned too
     assert sorted(orphaned_sessions(database, leases, grace_ms=5_000)) == sorted([dead, alive])
@@ -95,7 +95,8 @@ def test_overdue_queued_work_without_a_live_lease_is_rung(database: Database) ->
     later = lambda: now + 10_000  # noqa: E731
     assert orphaned_sessions(database, leases, grace_ms=5_000, clock=later) == [stranded_id]
     doorbell = RecordingDoorbell()
-    assert ring_orphaned(database, leases, doorbell, grace_ms=5_000, clock=later) == [stranded_id]
+    rung = ring_orphaned(database, leases, doorbell, grace_ms=5_000, clock=later)
+    assert rung.dead_runs == [] and rung.overdue == [stranded_id]
     assert doorbell.sessions == [stranded_id]
 
 
@@ -108,6 +109,6 @@ def test_one_watchdog_rings_an_overdue_session_per_grace(database: Database) -> 
     shared = InProcessCoordination()
     first, second = RecordingDoorbell(), RecordingDoorbell()
     later = lambda: now + 10_000  # noqa: E731
-    assert ring_orphaned(database, shared, first, grace_ms=5_000, clock=later) == [session]
-    assert ring_orphaned(database, shared, second, grace_ms=5_000, clock=later) == []
+    assert ring_orphaned(database, shared, first, grace_ms=5_000, clock=later).sessions == [session]
+    assert ring_orphaned(database, shared, second, grace_ms=5_000, clock=later).sessions == []
     assert first.sessions == [session] and second.sessions == []
