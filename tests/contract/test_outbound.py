@@ -113,19 +113,20 @@ def test_a_403_fails_at_once_with_every_later_chunk_and_is_never_retried(
 
 
 def test_a_reply_for_a_platform_with_no_sender_fails_at_once_without_a_rate_slot(
-    rig: OutboundRig,
+    rig: OutboundRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A platform Nexus cannot send to (no credentials configured) takes none of the
     # platform's shared rate and makes no run wait for it: nothing will be sent anyway.
     reserved: list[str] = []
     real_reserve = rig.service.limiter.reserve
 
-    def reserve(platform: str, rate_per_s: float) -> int:
-        reserved.append(platform)
-        return real_reserve(platform, rate_per_s)
+    def reserve(key: str, per_second: float) -> int:
+        reserved.append(key)
+        return real_reserve(key, per_second)
 
-    rig.service.limiter.reserve = reserve  # type: ignore[method-assign]
-    rig.service.senders.pop("telegram")
+    monkeypatch.setattr(rig.service.limiter, "reserve", reserve)
+    others = {name: sender for name, sender in rig.service.senders.items() if name != "telegram"}
+    monkeypatch.setattr(rig.service, "senders", others)
     session = rig.rig.session("dm:ent_tg")
     turn_id = rig.answer(session, arrive_telegram(rig), "hello")
     assert rig.pump() == ["failed"]
