@@ -7,7 +7,9 @@ scripted model unless an API key is set. Nothing here is needed in the distribut
 
 from __future__ import annotations
 
+import socket
 import threading
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,12 +104,30 @@ def run_dev(
         quiet=not verbose,
     )
     api, embedded = start_embedded(settings)
-    for line in banner(settings, host=host, port=port):
-        console.print(line, soft_wrap=True)  # a command cut in two cannot be pasted
+
+    def announce() -> None:
+        for line in banner(settings, host=host, port=port):
+            console.print(line, soft_wrap=True)  # a command cut in two cannot be pasted
+
+    config = uvicorn.Config(api, host=host, port=port, log_level="warning", log_config=None)
     try:
-        uvicorn.run(api, host=host, port=port, log_level="warning", log_config=None)
+        announcing_server(config, announce).run()
     finally:
         embedded.stop()
+
+
+def announcing_server(config: Any, announce: Callable[[], None]) -> Any:
+    """A uvicorn server that calls `announce` once it listens, not before: whoever is told
+    "running at" (a person, a script waiting for the line) can connect at once."""
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                announce()
+
+    return Announcing(config)
 
 
 def banner(settings: Settings, *, host: str, port: int) -> list[str]:
