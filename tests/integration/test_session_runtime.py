@@ -66,7 +66,13 @@ def test_300_concurrent_messages_make_one_linear_chain_in_arrival_order(
         assert earlier.turn.completed_at is not None
         assert earlier.turn.completed_at <= later.turn.started_at
     both = [path.read_text().count("turn_committed") for path in nodes.logs]
-    assert sum(both) == 300 and min(both) > 0, f"turns per worker: {both}"
+    assert sum(both) == 300, f"turns per worker: {both}"
+    # Both workers contended for the session: each was handed runs (a router's or a
+    # session's). Which of them commits the turns is the lease's business: a run answers
+    # the backlog back to back, so one worker may commit all 300 while the other's rings
+    # find the session busy.
+    handed = [len(re.findall(rf"Task {RUNS}\[", path.read_text())) for path in nodes.logs]
+    assert min(handed) > 0, f"runs handed to each worker: {handed}"
 
 
 def test_collect_turns_20_messages_during_a_slow_turn_into_one(
