@@ -50,29 +50,41 @@ def _committed(entries: Any) -> bool:
     return False
 
 
+def telegram_poster(http: httpx.Client) -> Callable[[], None]:
+    """A call that POSTs the next Telegram message from sender 0 to Nexus's webhook."""
+
+    def post() -> None:
+        update = harness.telegram_update(next(_numbers), 0)
+        http.post(
+            "/v1/inbound/telegram", json=update, headers=harness.TELEGRAM_HEADERS
+        ).raise_for_status()
+
+    return post
+
+
+def sender_stream(stack: NexusStack, post: Callable[[], None]) -> str:
+    """`post()` a first message (it creates the sender's session), wait for its turn, and
+    answer the session's Redis stream key, where each later turn announces its commit."""
+    post()
+    engine = poller(stack.url)
+    harness.wait_for(
+        lambda: harness.scalar(engine, "SELECT count(*) FROM turns") > 0,
+        timeout=60,
+        what="the first turn",
+    )
+    with engine.connect() as connection:
+        session_id = connection.execute(
+            text("SELECT id FROM sessions WHERE label LIKE 'dm:%'")
+        ).scalar_one()
+    engine.dispose()
+    return f"{stack.prefix}stream:{session_id}"
+
+
 def nexus_samples(stack: NexusStack, samples: int) -> list[float]:
     assert stack.api_url is not None
     with httpx.Client(base_url=stack.api_url, timeout=60) as http:
-
-        def post() -> None:
-            update = harness.telegram_update(next(_numbers), 0)
-            http.post(
-                "/v1/inbound/telegram", json=update, headers=harness.TELEGRAM_HEADERS
-            ).raise_for_status()
-
-        post()  # creates the sender's session; then find it
-        engine = poller(stack.url)
-        harness.wait_for(
-            lambda: harness.scalar(engine, "SELECT count(*) FROM turns") > 0,
-            timeout=60,
-            what="the first turn",
-        )
-        with engine.connect() as connection:
-            session_id = connection.execute(
-                text("SELECT id FROM sessions WHERE label LIKE 'dm:%'")
-            ).scalar_one()
-        engine.dispose()
-        return timed_commits(post, f"{stack.prefix}stream:{session_id}", samples)
+        post = telegram_poster(http)
+        return timed_commits(post, sender_stream(stack, post), samples)
 
 
 def timed_commits(post: Callable[[], object], key: str, samples: int) -> list[float]:

@@ -19,17 +19,15 @@ import json
 import statistics
 import time
 from collections.abc import Iterable, Sequence
-from itertools import count
 from typing import Any
 
 import httpx
 import redis
-from sqlalchemy import text
 
 from bench import harness
+from bench.latency import sender_stream, telegram_poster
 from bench.stacks import nexus_stack
 
-_numbers = count(8_000_000)
 ANSWERED = "webhook answered"
 OBSERVED = "observer woke"
 
@@ -72,26 +70,8 @@ def run(samples: int = 100) -> dict[str, Any]:
     with harness.scratch("timeline") as work, nexus_stack(work) as stack:
         assert stack.api_url is not None
         http = httpx.Client(base_url=stack.api_url, timeout=60)
-
-        def post() -> None:
-            update = harness.telegram_update(next(_numbers), 0)
-            http.post(
-                "/v1/inbound/telegram", json=update, headers=harness.TELEGRAM_HEADERS
-            ).raise_for_status()
-
-        post()  # creates the sender's session
-        engine = harness.poller(stack.url)
-        harness.wait_for(
-            lambda: harness.scalar(engine, "SELECT count(*) FROM turns") > 0,
-            timeout=60,
-            what="the first turn",
-        )
-        with engine.connect() as connection:
-            session_id = connection.execute(
-                text("SELECT id FROM sessions WHERE label LIKE 'dm:%'")
-            ).scalar_one()
-        engine.dispose()
-        key = f"{stack.prefix}stream:{session_id}"
+        post = telegram_poster(http)
+        key = sender_stream(stack, post)
         client = redis.Redis.from_url(harness.REDIS_URL)
         timed: list[list[tuple[str, float]]] = []
         for index in range(samples + 10):
